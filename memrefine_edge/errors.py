@@ -1,0 +1,129 @@
+"""One rooted error hierarchy for memrefine_edge.
+
+Library code raises these; only the CLI turns them into messages (and exit
+codes) at its edge. Every error carries a human sentence that says what went
+wrong and, where there is one, how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MemRefineError",
+    "ModelError",
+    "ModelNotFoundError",
+    "ModelChecksumError",
+    "ModelLoadError",
+    "StoreError",
+    "SchemaError",
+    "EntryNotFoundError",
+    "DuplicateIdError",
+    "InvalidEntryError",
+    "ImportFormatError",
+    "BudgetError",
+    "RunLockedError",
+    "RunNotFoundError",
+    "JudgeOutputError",
+    "MergeOutputError",
+]
+
+
+class MemRefineError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+# --- models -----------------------------------------------------------------
+
+
+class ModelError(MemRefineError):
+    """A model file is missing, corrupted or cannot be loaded."""
+
+
+class ModelNotFoundError(ModelError):
+    """A model file is not where it was looked for."""
+
+
+class ModelChecksumError(ModelError):
+    """A model file exists but its sha256 is not the one in the manifest."""
+
+
+class ModelLoadError(ModelError):
+    """The runtime (onnxruntime, llama.cpp) refused to load a model file."""
+
+
+# --- store ------------------------------------------------------------------
+
+
+class StoreError(MemRefineError):
+    """Something about the SQLite memory store itself."""
+
+
+class SchemaError(StoreError):
+    """The database file is not a memrefine store, or is from a newer version."""
+
+
+class EntryNotFoundError(StoreError, KeyError):
+    """An entry id that is not (or no longer) in the store."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want the sentence
+        return str(self.args[0]) if self.args else "entry not found"
+
+
+class DuplicateIdError(StoreError):
+    """An entry id that is already taken."""
+
+
+class InvalidEntryError(StoreError, ValueError):
+    """Entry fields that cannot be stored (empty content, NUL bytes, wrong types ...)."""
+
+
+class ImportFormatError(MemRefineError, ValueError):
+    """An input file that does not match the format it was imported as.
+
+    ``line`` is the 1-based line (or record) number where the problem was
+    found, when there is one.
+    """
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+
+
+# --- compression --------------------------------------------------------------
+
+
+class BudgetError(MemRefineError, ValueError):
+    """A budget that is malformed or cannot be reached by any compression."""
+
+
+class RunLockedError(MemRefineError):
+    """Another compression run holds the store's run lock."""
+
+
+class RunNotFoundError(MemRefineError, KeyError):
+    """A run id that is not recorded in the store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "run not found"
+
+
+# --- LLM output -------------------------------------------------------------
+
+
+class JudgeOutputError(MemRefineError):
+    """The judge LLM produced output that does not parse into a Decision.
+
+    ``raw`` holds the text exactly as generated, so the caller can log it and
+    choose the safe fallback (the compressor preserves the pair).
+    """
+
+    def __init__(self, message: str, *, raw: str) -> None:
+        self.raw = raw
+        super().__init__(f"{message} (raw output: {raw[:200]!r})")
+
+
+class MergeOutputError(MemRefineError):
+    """The merge LLM produced output that does not parse into a merged entry."""
+
+    def __init__(self, message: str, *, raw: str) -> None:
+        self.raw = raw
+        super().__init__(f"{message} (raw output: {raw[:200]!r})")

