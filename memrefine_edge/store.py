@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Entry",
     "MemoryStore",
+    "validate_entry",
     "StoreStats",
     "json_size",
     "content_hash",
@@ -462,6 +463,10 @@ class MemoryStore:
             " OR embedded_hash IS NOT content_hash ORDER BY seq",
             (encoder.model_id,),
         ).fetchall()
+        if not rows:
+            # Nothing to do: no write transaction, so the search cache (keyed on
+            # the write version) stays valid.
+            return 0
         # Identical contents are embedded once.
         unique: dict[str, str] = {}
         for _, content, digest in rows:
@@ -522,9 +527,9 @@ class MemoryStore:
         q = encoder.embed([query])[0]
         scores = matrix @ q
         k = min(k, len(ids))
-        # argpartition then a stable sort: ties resolve by insertion order.
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.lexsort((top, -scores[top]))]
+        # A stable sort of all scores: ties resolve by insertion order even at
+        # the k-th place (argpartition picks an arbitrary tied element there).
+        top = np.argsort(-scores, kind="stable")[:k]
         return [(self.get(ids[i]), float(scores[i])) for i in top]
 
     # --- sizes ---------------------------------------------------------------
@@ -579,6 +584,36 @@ class MemoryStore:
             self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.conn.execute("VACUUM")
             self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def min_entry_json_bytes(self) -> int:
+        """Smallest single entry under the ``json`` metric (0 for an empty store)."""
+        return int(self._db.conn.execute("SELECT COALESCE(MIN(json_bytes), 0) FROM entries").fetchone()[0])
+
+    def min_disk_bytes(self) -> int:
+        """Estimated ``disk`` size of this store reduced to its smallest entry.
+
+        The used bytes of the empty memory tables' root pages, plus the
+        smallest entry's content, fields and embedding. An estimate (SQLite's
+        record encoding adds a few bytes per row); used only to reject
+        budgets no compression can reach.
+        """
+        row = self._db.conn.execute(
+            "SELECT COALESCE(MIN(json_bytes + COALESCE(LENGTH(embedding), 0)), 0) FROM entries"
+        ).fetchone()
+        # Each of the four b-trees keeps a root page whose header is 8 bytes.
+        return int(row[0]) + 8 * len(_MEMORY_TABLES)
+
+    def link_degrees(self) -> dict[str, int]:
+        """Links in + out per live entry (entries without links are absent)."""
+        out: dict[str, int] = {}
+        for src, dst in self._db.conn.execute("SELECT src, dst FROM links"):
+            out[src] = out.get(src, 0) + 1
+            out[dst] = out.get(dst, 0) + 1
+        return out
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check``: ``"ok"`` for a sound file."""
+        return str(self._db.conn.execute("PRAGMA integrity_check").fetchone()[0])
 
     # --- metadata ------------------------------------------------------------
 

@@ -1,7 +1,152 @@
-"""memrefine store commands."""
+"""memrefine store commands: ``import``, ``export``, ``stats``, ``search``.
+
+Only ``import`` may create a store file; the others refuse a missing one, so
+a typo in ``--db`` is an error rather than a new empty store.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
-from . import cli, db_option, emit, json_option, log, open_store
+from . import cli, db_option, emit, json_option, log, open_store, resolve_db
+
+__all__ = ["import_cmd", "export_cmd", "stats_cmd", "search_cmd"]
+
+_FORMATS = ("locomo-turns", "locomo-observations", "text", "mem0", "amem", "jsonl")
+_threads_option = click.option(
+    "--threads", type=click.IntRange(min=1), default=None, help="Encoder threads [default: min(2, CPUs)]."
+)
+
+
+def _encoder(threads: int | None):
+    # Lazy: onnxruntime and the tokenizer load only for commands that embed.
+    from ..encoder import OnnxEncoder
+
+    return OnnxEncoder(threads=threads)
+
+
+def _progress(done: int, total: int) -> None:
+    log(f"embedded {done}/{total}")
+
+
+@cli.command("import")
+@click.option("--format", "fmt", type=click.Choice(_FORMATS), required=True, help="Input format.")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--sample", "sample_id", default=None, help="LoCoMo sample id (e.g. conv-26); default all samples.")
+@click.option("--drop-unknown-links", is_flag=True, help="Drop links to ids in neither file nor store (jsonl).")
+@click.option("--embed", is_flag=True, help="Embed the entries now (default: lazily, when compressing/searching).")
+@_threads_option
+@db_option
+@json_option
+def import_cmd(
+    fmt: str,
+    file: Path,
+    sample_id: str | None,
+    drop_unknown_links: bool,
+    embed: bool,
+    threads: int | None,
+    db_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Import FILE into the store in one transaction (a failed import writes nothing)."""
+    from ..importers import import_file
+
+    encoder = _encoder(threads) if embed else None
+    db = resolve_db(db_path)
+    existed = db.exists()
+    try:
+        with open_store(db_path, create=True) as store:
+            report = import_file(
+                store, file, format=fmt, sample_id=sample_id, drop_unknown_links=drop_unknown_links, encoder=encoder
+            )
+            total = len(store)
+    except BaseException:
+        # The import rolled back; don't leave behind an empty store it created.
+        if not existed:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+        raise
+    data = {**report.as_dict(), "db": str(resolve_db(db_path)), "entries": total}
+    human = f"imported {report.imported} entries from {file} ({fmt}) into {data['db']} ({total} entries in all)"
+    if report.skipped or report.dropped_links:
+        human += f"; skipped {report.skipped} records, dropped {report.dropped_links} links"
+        human += "".join(f"\n  {count:6} {reason}" for reason, count in report.reasons)
+    if embed:
+        human += f"; embedded {report.embedded}"
+    emit(data, as_json, human)
+
+
+@cli.command("export")
+@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
+@click.argument("output", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default="-")
+@db_option
+@json_option
+def export_cmd(fmt: str, output: Path, db_path: Path | None, as_json: bool) -> None:
+    """Write every entry to OUTPUT (default stdout) as JSON lines, re-importable losslessly."""
+    from ..importers import export_jsonl
+
+    to_stdout = str(output) == "-"
+    if to_stdout and as_json:
+        raise click.UsageError("--json needs an OUTPUT file: stdout already carries the export")
+    with open_store(db_path) as store:
+        count = export_jsonl(store, sys.stdout if to_stdout else output)
+    if to_stdout:
+        log(f"exported {count} entries")
+    else:
+        data = {"exported": count, "output": str(output), "format": fmt}
+        emit(data, as_json, f"exported {count} entries to {output}")
+
+
+@cli.command("stats")
+@db_option
+@json_option
+def stats_cmd(db_path: Path | None, as_json: bool) -> None:
+    """Entries, both size metrics, embedding bytes, links and bookkeeping overhead."""
+    with open_store(db_path) as store:
+        stats = store.stats().as_dict()
+    data = {"db": str(resolve_db(db_path)), **stats}
+    width = max(map(len, data))
+    human = "\n".join(
+        f"{k:{width}}  {v:,}" if isinstance(v, int) else f"{k:{width}}  {v}" for k, v in data.items()
+    )
+    emit(data, as_json, human)
+
+
+@cli.command("search")
+@click.argument("query")
+@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Results to return.")
+@_threads_option
+@db_option
+@json_option
+def search_cmd(query: str, k: int, threads: int | None, db_path: Path | None, as_json: bool) -> None:
+    """Top-K entries for QUERY by cosine similarity (embeds missing entries first)."""
+    encoder = _encoder(threads)
+    with open_store(db_path) as store:
+        missing = len(store) - store.stats().embedded
+        if missing > 0:
+            log(f"embedding up to {missing} entries first ...")
+            store.ensure_embeddings(encoder, progress=_progress)
+        hits = store.search(query, k, encoder=encoder)
+    results = [
+        {
+            "rank": rank,
+            "score": round(score, 6),
+            "id": e.id,
+            "content": e.content,
+            "timestamps": list(e.timestamps),
+            "provenance": list(e.provenance),
+        }
+        for rank, (e, score) in enumerate(hits, 1)
+    ]
+    human = "\n".join(
+        f"{r['rank']:3}. {r['score']:.3f}  {r['id']}  {_clip(r['content'])}" for r in results
+    ) or "no entries"
+    emit({"query": query, "k": k, "model": encoder.model_id, "results": results}, as_json, human)
+
+
+def _clip(text: str, width: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,370 @@
+"""The SQLite memory store: schema, validation, both size metrics, links, embeddings, search."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from memrefine_edge.errors import (
+    DuplicateIdError,
+    EntryNotFoundError,
+    InvalidEntryError,
+    SchemaError,
+    StoreError,
+)
+from memrefine_edge.migrations import MIGRATIONS
+from memrefine_edge.store import Entry, MemoryStore, content_hash, json_size, validate_entry
+from memrefine_edge.testing import HashEncoder
+
+# --- schema and migrations -----------------------------------------------------
+
+
+def test_migrations_from_an_empty_file(tmp_path):
+    path = tmp_path / "empty.db"
+    path.touch()  # a zero-byte file is an empty SQLite database
+    with MemoryStore(path) as store:
+        assert store.applied_migrations == [m.name for m in MIGRATIONS]
+        assert len(store) == 0 and store.json_bytes() == 0
+    rows_before = sqlite3.connect(path).execute("SELECT name, applied_at FROM _migrations").fetchall()
+    with MemoryStore(path, create=False) as store:  # reopening applies nothing twice
+        assert store.applied_migrations == [m.name for m in MIGRATIONS]
+    assert sqlite3.connect(path).execute("SELECT name, applied_at FROM _migrations").fetchall() == rows_before
+
+
+def test_store_from_a_newer_version(tmp_path):
+    path = tmp_path / "m.db"
+    MemoryStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO _migrations VALUES ('9999_from_the_future', datetime('now'))")
+    with pytest.raises(SchemaError, match="newer memrefine_edge.*9999_from_the_future"):
+        MemoryStore(path)
+
+
+def test_not_a_database(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("this is a shopping list, not SQLite\n" * 200)
+    with pytest.raises(SchemaError, match="not a usable SQLite database"):
+        MemoryStore(path)
+    with pytest.raises(StoreError, match="is a directory"):
+        MemoryStore(tmp_path)
+    with pytest.raises(StoreError, match="no memory store"):
+        MemoryStore(tmp_path / "missing.db", create=False)
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_foreign_sqlite_file_gets_our_tables(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE unrelated (x)")
+    with MemoryStore(path) as store:
+        store.add(Entry(id="a", content="x"))
+        assert store.ids() == ["a"]
+
+
+# --- validation -------------------------------------------------------------------
+
+
+def test_validation_normalises_and_rejects():
+    e = validate_entry(Entry(id="a", content="c", links=["b", "b", "a", "c", "b"], provenance=["x", "x"]))
+    assert e.links == ("b", "c")  # duplicates and the self-loop dropped, order kept
+    assert e.provenance == ("x",)
+    for bad, match in [
+        (Entry(id="", content="c"), "id is empty"),
+        (Entry(id="a", content=" \n"), "empty"),
+        (Entry(id="a", content="x\x00"), "NUL"),
+        (Entry(id="a", content="x", keywords="kw"), "list of strings"),
+        (Entry(id="a", content="x", metadata={"f": float("nan")}), "JSON"),
+        (Entry(id="a", content="x", metadata=[1]), "JSON object"),
+        (Entry(id="x" * 257, content="c"), "limit is 256"),
+    ]:
+        with pytest.raises(InvalidEntryError, match=match):
+            validate_entry(bad)
+
+
+def test_add_and_get(tmp_store):
+    e = Entry(id="a", content="Zoë", keywords=("k",), timestamps=("t1", "t2"), metadata={"n": 1}, provenance=("p",))
+    assert tmp_store.add(e) == e
+    assert tmp_store.get("a") == e and "a" in tmp_store and "zz" not in tmp_store
+    assert e.timestamp == "t1"
+    with pytest.raises(EntryNotFoundError, match="no entry with id 'zz'"):
+        tmp_store.get("zz")
+    with pytest.raises(DuplicateIdError):
+        tmp_store.add(Entry(id="a", content="again"))
+    with pytest.raises(DuplicateIdError, match="twice"):
+        tmp_store.add_many([Entry(id="b", content="1"), Entry(id="b", content="2")])
+    assert tmp_store.ids() == ["a"]
+
+
+def test_duplicate_and_self_links_dropped_in_store(tmp_store):
+    tmp_store.add_many([Entry(id="a", content="x", links=("b", "a", "b")), Entry(id="b", content="y", links=("a",))])
+    assert tmp_store.get("a").links == ("b",)
+    assert tmp_store.stats().links == 2
+    assert tmp_store.get("a") == validate_entry(Entry(id="a", content="x", links=("b",)))
+
+
+def test_unknown_links(tmp_store):
+    with pytest.raises(InvalidEntryError, match="unknown id 'nope'"):
+        tmp_store.add(Entry(id="a", content="x", links=("nope",)))
+    assert len(tmp_store) == 0
+    kept = tmp_store.add(Entry(id="a", content="x", links=("nope",)), unknown_links="drop")
+    assert kept.links == () and tmp_store.get("a").links == ()
+    with pytest.raises(ValueError):
+        tmp_store.add(Entry(id="b", content="x"), unknown_links="ignore")
+
+
+# --- the json metric --------------------------------------------------------------
+
+
+def test_json_metric_by_hand(tmp_store):
+    a = Entry(
+        id="a1",
+        content="Zoë visited Kraków — twice",
+        keywords=("travel",),
+        timestamps=("2024-05-01",),
+        metadata={"speaker": "Zoë", "n": 2},
+        provenance=("D1:3",),
+    )
+    b = Entry(id="b2", content="日本", links=("a1",))
+    # Written out by hand: default separators, non-ASCII kept as UTF-8.
+    text_a = (
+        '{"id": "a1", "content": "Zoë visited Kraków — twice", "keywords": ["travel"], "links": [], '
+        '"timestamps": ["2024-05-01"], "metadata": {"speaker": "Zoë", "n": 2}, "provenance": ["D1:3"]}'
+    )
+    text_b = '{"id": "b2", "content": "日本", "keywords": [], "links": ["a1"], "timestamps": [], "metadata": {}, "provenance": []}'
+    # ë, ó are 2 bytes, — is 3, each kanji is 3.
+    assert len(text_a.encode()) == len(text_a) + 1 + 1 + 2 + 1
+    assert len(text_b.encode()) == len(text_b) + 2 * 2
+    fields_b = {"id": "b2", "content": "日本", "keywords": [], "links": ["a1"], "timestamps": [], "metadata": {}, "provenance": []}
+    assert len(json.dumps(fields_b, ensure_ascii=False).encode()) == len(text_b.encode())
+    assert json_size(a) == len(text_a.encode()) and json_size(b) == len(text_b.encode())
+    tmp_store.add_many([a, b])
+    assert tmp_store.json_bytes() == tmp_store.size("json") == len(text_a.encode()) + len(text_b.encode())
+    with pytest.raises(ValueError, match="unknown metric"):
+        tmp_store.size("tokens")
+
+
+def test_remove_prunes_links_and_updates_json_size(tmp_store):
+    tmp_store.add_many(
+        [
+            Entry(id="a", content="alpha"),
+            Entry(id="b", content="beta", links=("a", "c")),
+            Entry(id="c", content="gamma", links=("a",)),
+        ]
+    )
+    removed = tmp_store.remove("a")
+    assert sorted(removed) == [("b", "a", 0), ("c", "a", 0)]
+    assert tmp_store.get("b").links == ("c",) and tmp_store.get("c").links == ()
+    expected = len('{"id": "b", "content": "beta", "keywords": [], "links": ["c"], "timestamps": [], "metadata": {}, "provenance": []}')
+    expected += len('{"id": "c", "content": "gamma", "keywords": [], "links": [], "timestamps": [], "metadata": {}, "provenance": []}')
+    assert tmp_store.json_bytes() == expected
+    assert tmp_store.stats().links == 1
+    with pytest.raises(EntryNotFoundError):
+        tmp_store.remove("a")
+    tmp_store.add(Entry(id="a", content="alpha"))
+    tmp_store.add_links(removed)  # what undo does
+    assert tmp_store.get("b").links == ("a", "c")
+    assert tmp_store.json_bytes() == sum(json_size(e) for e in tmp_store.entries())
+
+
+# --- the disk metric: SQLite page arithmetic ------------------------------------------
+
+
+def _varint_len(v: int) -> int:
+    for n in range(1, 9):
+        if v < 1 << (7 * n):
+            return n
+    return 9
+
+
+def _serial(value) -> tuple[int, int]:
+    """(serial type, body bytes) of one value in SQLite's record format (file format 4)."""
+    if value is None:
+        return 0, 0
+    if isinstance(value, int):
+        if value in (0, 1):
+            return 8 + value, 0
+        for st, size in ((1, 1), (2, 2), (3, 3), (4, 4), (5, 6), (6, 8)):
+            if -(1 << (8 * size - 1)) <= value < 1 << (8 * size - 1):
+                return st, size
+    if isinstance(value, str):
+        n = len(value.encode())
+        return 2 * n + 13, n
+    n = len(value)
+    return 2 * n + 12, n
+
+
+def _record(values) -> int:
+    types = [_serial(v) for v in values]
+    header = sum(_varint_len(st) for st, _ in types)
+    header += _varint_len(header + 1)  # the header size counts itself (1 byte here)
+    return header + sum(size for _, size in types)
+
+
+def _leaf_page(cells: list[int]) -> int:
+    """Used bytes of a b-tree leaf page: 8-byte header, a 2-byte pointer and the cell per row."""
+    return 8 + sum(2 + c for c in cells)
+
+
+def _expected_disk(rows: list[tuple[int, Entry, tuple | None]]) -> int:
+    """Disk bytes of entries (rowid, entry, (blob, model) or None), all fitting on one leaf page each table."""
+    entry_cells, id_cells, link_cells, dst_cells = [], [], [], []
+    for rowid, e, emb in rows:
+        blob, model = emb if emb else (None, None)
+        values = [
+            None,  # seq is the rowid alias: stored as NULL in the record
+            e.id,
+            e.content,
+            json.dumps(list(e.keywords), ensure_ascii=False),
+            json.dumps(list(e.timestamps), ensure_ascii=False),
+            json.dumps(dict(e.metadata), ensure_ascii=False),
+            json.dumps(list(e.provenance), ensure_ascii=False),
+            content_hash(e.content),
+            json_size(e),
+            blob,
+            model,
+            content_hash(e.content) if emb else None,
+        ]
+        payload = _record(values)
+        entry_cells.append(_varint_len(payload) + _varint_len(rowid) + payload)
+        idx = _record([e.id, rowid])
+        id_cells.append(_varint_len(idx) + idx)
+        for i, dst in enumerate(e.links):
+            rec = _record([e.id, dst, i])  # WITHOUT ROWID: the row is an index record
+            link_cells.append(_varint_len(rec) + rec)
+            rec = _record([dst, e.id])  # links_dst: (dst) plus the primary key's other column
+            dst_cells.append(_varint_len(rec) + rec)
+    return sum(_leaf_page(c) for c in (entry_cells, id_cells, link_cells, dst_cells))
+
+
+def test_disk_metric_by_page_arithmetic(tmp_store):
+    assert tmp_store._db.conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+    assert tmp_store.disk_bytes() == 4 * 8  # four empty b-trees: just their page headers
+    a = Entry(id="a", content="Zoë likes tea", keywords=("tea",), metadata={"s": 1}, provenance=("D1:1",))
+    b = Entry(id="b", content="x" * 300, links=("a",), timestamps=("2024-01-01",))
+    tmp_store.add_many([a, b])
+    assert tmp_store.disk_bytes() == tmp_store.size("disk") == _expected_disk([(1, a, None), (2, b, None)])
+    # Embeddings count under the disk metric (not under json).
+    encoder = HashEncoder(dim=16, model_id="m16")
+    json_before = tmp_store.json_bytes()
+    tmp_store.ensure_embeddings(encoder)
+    blobs = {e.id: encoder.embed([e.content])[0].astype(np.float32).tobytes() for e in (a, b)}
+    expected = _expected_disk([(1, a, (blobs["a"], "m16")), (2, b, (blobs["b"], "m16"))])
+    assert tmp_store.disk_bytes() == expected
+    assert tmp_store.json_bytes() == json_before
+    stats = tmp_store.stats()
+    assert stats.embedding_bytes == 2 * 16 * 4 and stats.embedded == 2
+    # Removing an entry frees its cells (secure_delete zeroes them; they become unused bytes).
+    tmp_store.remove("a")
+    b_after = Entry(id="b", content="x" * 300, timestamps=("2024-01-01",))
+    assert tmp_store.disk_bytes() == _expected_disk([(2, b_after, (blobs["b"], "m16"))])
+
+
+def test_disk_metric_matches_dbstat_on_a_bigger_store(tmp_store):
+    tmp_store.add_many(Entry(id=f"e{i}", content=f"memory number {i} " * 20) for i in range(300))
+    conn = tmp_store._db.conn
+    manual = 0
+    for name in ("entries", "links", "links_dst", "sqlite_autoindex_entries_1"):
+        manual += conn.execute("SELECT SUM(pgsize) - SUM(unused) FROM dbstat WHERE name = ?", (name,)).fetchone()[0]
+    assert tmp_store.disk_bytes() == manual
+    stats = tmp_store.stats()
+    assert stats.file_bytes >= stats.disk_bytes > tmp_store.json_bytes() * 0.9
+    assert stats.overhead_bytes == stats.file_bytes - stats.disk_bytes
+
+
+# --- embeddings and search -------------------------------------------------------------
+
+
+class CountingEncoder(HashEncoder):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.seen: list[str] = []
+
+    def embed_batch(self, texts):
+        self.seen.extend(texts)
+        return super().embed_batch(texts)
+
+
+def test_ensure_embeddings_skips_unchanged_and_follows_model(tmp_store):
+    tmp_store.add_many([Entry(id="a", content="red apple"), Entry(id="b", content="green pear"), Entry(id="c", content="red apple")])
+    enc = CountingEncoder()
+    assert tmp_store.ensure_embeddings(enc) == 3
+    assert sorted(enc.seen) == ["green pear", "red apple"]  # identical contents embedded once
+    enc.seen.clear()
+    assert tmp_store.ensure_embeddings(enc) == 0 and enc.seen == []
+    tmp_store.add(Entry(id="d", content="blue plum"))
+    assert tmp_store.ensure_embeddings(enc) == 1 and enc.seen == ["blue plum"]
+    other = CountingEncoder(model_id="hash-v2")
+    assert tmp_store.ensure_embeddings(other) == 4  # another model: everything again
+    ids, matrix = tmp_store.embeddings(model_id="hash-v2")
+    assert ids == ["a", "b", "c", "d"] and matrix.shape == (4, 384) and matrix.dtype == np.float32
+    assert tmp_store.embeddings(model_id="hash-bow")[0] == []
+    with pytest.raises(EntryNotFoundError):
+        tmp_store.set_embedding("zz", np.zeros(3), "m")
+
+
+def test_search_ordering_ties_and_cache(tmp_store):
+    enc = HashEncoder()
+    tmp_store.add_many(
+        [
+            Entry(id="tea", content="Alex drinks green tea every morning"),
+            Entry(id="dog", content="the dog is called Biscuit"),
+            Entry(id="tea2", content="Alex drinks green tea every morning"),
+            Entry(id="car", content="a blue car parked outside"),
+        ]
+    )
+    hits = tmp_store.search("green tea morning", 3, encoder=enc)
+    assert [e.id for e, _ in hits][:2] == ["tea", "tea2"]  # a tie resolves by insertion order
+    scores = [s for _, s in hits]
+    assert scores == sorted(scores, reverse=True) and scores[0] == pytest.approx(scores[1])
+    assert len(tmp_store.search("anything", 50, encoder=enc)) == 4
+    cache = tmp_store._search_cache
+    tmp_store.search("dog", 1, encoder=enc)
+    assert tmp_store._search_cache is cache  # no write since: the matrix is reused
+    tmp_store.add(Entry(id="new", content="Biscuit the dog chewed a sock"))
+    assert tmp_store.search("Biscuit dog sock", 1, encoder=enc)[0][0].id == "new"  # rebuilt after the write
+    tmp_store.remove("new")
+    assert "new" not in [e.id for e, _ in tmp_store.search("Biscuit dog sock", 5, encoder=enc)]
+    with pytest.raises(ValueError):
+        tmp_store.search("x", 0, encoder=enc)
+
+
+def test_search_empty_store(tmp_store):
+    assert tmp_store.search("anything", encoder=HashEncoder()) == []
+
+
+# --- transactions, meta, vacuum ---------------------------------------------------------
+
+
+def test_transaction_rollback(tmp_store):
+    tmp_store.add(Entry(id="keep", content="kept"))
+    with pytest.raises(RuntimeError):
+        with tmp_store.transaction():
+            tmp_store.add(Entry(id="a", content="x"))
+            tmp_store.remove("keep")
+            tmp_store.set_meta("k", "v")
+            raise RuntimeError("boom")
+    assert tmp_store.ids() == ["keep"] and tmp_store.get_meta("k") is None
+    # A failing batch (the last entry links nowhere) writes none of its entries.
+    with pytest.raises(InvalidEntryError):
+        tmp_store.add_many([Entry(id="b", content="y"), Entry(id="c", content="z", links=("ghost",))])
+    assert tmp_store.ids() == ["keep"]
+    assert tmp_store.json_bytes() == json_size(tmp_store.get("keep"))
+
+
+def test_meta_vacuum_and_reopen(tmp_path):
+    path = tmp_path / "m.db"
+    with MemoryStore(path) as store:
+        store.add_many(Entry(id=f"e{i}", content="y" * 500) for i in range(50))
+        store.set_meta("owner", "agent-7")
+        for i in range(40):
+            store.remove(f"e{i}")
+        before = store.stats().file_bytes
+        store.vacuum()
+        assert store.stats().file_bytes < before
+        assert store.get_meta("owner") == "agent-7" and store.get_meta("x", "d") == "d"
+        assert store.seq_of("e45") == 46
+    with MemoryStore(path, create=False) as store:
+        assert len(store) == 10 and store.get("e49").content == "y" * 500
