@@ -86,12 +86,11 @@ def cli() -> None:
     """memrefine: keep an agent's long-term memory store inside a storage budget, offline."""
 
 
-def _register() -> None:
-    # Each module adds its commands to `cli`; none imports a heavy runtime at import time.
-    from . import compress_cmds, judge_cmds, model_cmds, store_cmds  # noqa: F401
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    _register()
     cli.main(args=argv, prog_name="memrefine")
+
+
+# Each module adds its commands to `cli`; none imports a heavy runtime
+# (onnxruntime, llama_cpp) at import time, so `--help` stays fast.
+from . import compress_cmds, judge_cmds, model_cmds, store_cmds  # noqa: E402,F401
