@@ -1,0 +1,494 @@
+"""Incremental candidate-pair order for MemRefine (paper §3.2, "Candidate Pair Selection").
+
+The paper proposes, at every iteration, ``argmax_{(u,v) not judged} cos(e_u, e_v)``
+over the live entries. Recomputing that on every step costs a full n×n matmul;
+:class:`PairQueue` returns exactly the same sequence of pairs with per-step cost
+of a few heap operations plus, now and then, one O(n·d) row rescan.
+
+Scores and ties (the contract that makes the order reproducible)
+----------------------------------------------------------------
+* Vectors are converted to float32 once. A pair's score is the dot product of
+  its two float32 rows (= cosine for the L2-normalised rows the encoder gives),
+  evaluated by :func:`pair_scores`: each product is formed in float64, where the
+  product of two float32 numbers is *exact*, and the d products are summed in
+  one fixed pairwise tree. Every operation is an elementwise IEEE operation, so
+  the value of a pair does not depend on which block, row, side (``(a, b)`` vs
+  ``(b, a)``) or code path computed it. BLAS is not used for final scores
+  because its summation order changes with blocking, shape and thread count,
+  and an argmax over values that differ in the last bit would not be
+  reproducible between the incremental path, a naive reference and a rebuilt
+  queue.
+* BLAS (float32 sgemm/sgemv) is still what scans rows, but only to *choose*
+  candidates: its error is at most ``d·u32·|a|·|b|`` for any summation order,
+  so every row keeps every candidate within twice that margin of its k-th
+  BLAS score and re-scores those exactly. The top-k by exact score is therefore
+  always found.
+* Order: ``order`` is the insertion position (the ``ids`` given at
+  construction, then each :meth:`PairQueue.add`). Among equal scores the pair
+  with the smaller ``(order(lo), order(hi))`` wins, ``lo`` being the earlier
+  entry. Every pair thus has a distinct key and the argmax is unique.
+
+Why pop always returns the global argmax
+----------------------------------------
+Each live entry ``a`` holds a list of its top-k partners (by pair key) as of its
+last scan, and ``f_a``, the key of the k-th one. Invariant: every live,
+unjudged pair is *covered* by one of its ends ``a``: the other end is in
+``a``'s list, or the pair's key is below ``f_a``. A scan of ``a`` covers all of
+``a``'s pairs; a new entry is scanned on :meth:`PairQueue.add`, so it covers its
+pairs with every older entry and older lists need no update. The heap holds for
+each entry an upper bound of its best remaining list item; that bound is
+``>= f_a``, hence ``>=`` every pair ``a`` covers, so the heap top bounds every
+valid pair. Popping verifies the top entry's real head; if it is stale, the
+real (lower) key is pushed back. A list whose items are all dead or judged is
+rescanned, unless its last scan already held *all* of ``a``'s partners
+("complete"): then each still-valid pair of ``a`` is with a later entry, which
+covers it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Hashable, Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["PairQueue", "pair_scores", "similarity_matrix"]
+
+_U32 = 2.0**-24  # float32 unit roundoff
+_NEG_INF = np.float32(-np.inf)
+_CHUNK_ELEMS = 1 << 16  # float64 elements per temporary in the exact scorer: stays in L2
+
+
+def _tree_sum(p: np.ndarray) -> np.ndarray:
+    """Sum the last axis in one fixed pairwise order: halves are added elementwise.
+
+    Elementwise IEEE additions give the same bits for the same operands no
+    matter how many pairs are evaluated together; that is the whole point.
+    """
+    while p.shape[-1] > 1:
+        w = p.shape[-1]
+        h = w // 2
+        s = p[..., :h] + p[..., h : 2 * h]
+        if w % 2:
+            s = np.concatenate((s, p[..., 2 * h :]), axis=-1)
+        p = s
+    return p[..., 0]
+
+
+def pair_scores(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact-product, fixed-order dot products of row-aligned pairs.
+
+    ``a`` and ``b`` are ``(m, d)``; row ``i`` of the result is the score of
+    ``(a[i], b[i])`` as float64. Inputs are rounded to float32 first, so the
+    value is a function of the float32 vectors only (and symmetric).
+    """
+    a32 = np.asarray(a, dtype=np.float32)
+    b32 = np.asarray(b, dtype=np.float32)
+    if a32.shape != b32.shape or a32.ndim != 2:
+        raise ValueError(f"pair_scores needs two (m, d) arrays of one shape, got {a32.shape} and {b32.shape}")
+    m, d = a32.shape
+    out = np.empty(m, dtype=np.float64)
+    step = max(1, _CHUNK_ELEMS // max(d, 1))
+    for s in range(0, m, step):
+        out[s : s + step] = _tree_sum(np.multiply(a32[s : s + step], b32[s : s + step], dtype=np.float64))
+    return out
+
+
+def similarity_matrix(x: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
+    """All-pairs scores ``(len(x), len(y))``, bit-identical to :func:`pair_scores`.
+
+    Meant for references and tests (it is O(n·m·d) memory-bounded but slow);
+    the queue itself never builds the full matrix.
+    """
+    x32 = np.asarray(x, dtype=np.float32)
+    y32 = x32 if y is None else np.asarray(y, dtype=np.float32)
+    if x32.ndim != 2 or y32.ndim != 2 or x32.shape[1] != y32.shape[1]:
+        raise ValueError(f"similarity_matrix needs (n, d) and (m, d) arrays, got {x32.shape} and {y32.shape}")
+    n, d = x32.shape
+    m = y32.shape[0]
+    out = np.empty((n, m), dtype=np.float64)
+    y64 = y32.astype(np.float64)
+    step = max(1, _CHUNK_ELEMS // max(m * d, 1))
+    for s in range(0, n, step):
+        out[s : s + step] = _tree_sum(x32[s : s + step].astype(np.float64)[:, None, :] * y64[None, :, :])
+    return out
+
+
+def _as_matrix(vectors: object, *, rows: int) -> np.ndarray:
+    arr = np.asarray(vectors)
+    if arr.ndim != 2 or arr.shape[0] != rows or (arr.shape[1] < 1 and rows > 0):
+        raise ValueError(f"vectors must have shape ({rows}, d) with d >= 1, got {arr.shape}")
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"vectors must be numeric, got dtype {arr.dtype}")
+    out = np.ascontiguousarray(arr, dtype=np.float32)
+    if not np.isfinite(out).all():
+        raise ValueError("vectors must be finite (after conversion to float32)")
+    return out
+
+
+def _grown(arr: np.ndarray, cap: int, fill: object) -> np.ndarray:
+    new = np.full((cap,) + arr.shape[1:], fill, dtype=arr.dtype)
+    new[: arr.shape[0]] = arr
+    return new
+
+
+class PairQueue:
+    """The most similar live, not-yet-judged pair first, incrementally.
+
+    ``ids`` are distinct and in insertion order; ``vectors`` is ``(len(ids), d)``
+    (rows should be L2-normalised: scores are dot products; an empty queue may
+    be ``(0, 0)``, the first :meth:`add` then fixes d). ``excluded`` holds
+    pairs already judged (e.g. preserved pairs on resume); pairs naming an id
+    not in ``ids`` are ignored, so a store's whole preserve cache can be passed.
+    ``k`` is the neighbour-list length, ``block_rows`` the scan block height
+    (peak scan memory is about ``block_rows · n · 4`` bytes plus small change).
+
+    The pop sequence is a pure function of (live ids in order, their vectors,
+    judged pairs among them): a queue rebuilt from those continues identically.
+
+    Errors: unknown or removed id -> ``KeyError``; an id used before (even if
+    removed since: positions are never reused) -> ``ValueError``; bad shapes,
+    non-finite values, ``k < 1`` -> ``ValueError``.
+
+    Cost: build is one blocked n×n sgemm plus ~k exact scores per row; ``pop``
+    is a few heap operations plus, when a list runs dry, one O(n·d) row scan;
+    ``add`` is one O(n·d) row scan; ``remove`` is O(1) amortised. Near-equal
+    but not bitwise-equal vectors closer than the BLAS margin (~1e-4 cosine at
+    d=384 for unit rows) are all re-scored exactly: a cluster of c of them
+    costs O(c²·d) at build. Memory: the float32 vectors plus O(n·k). Not
+    thread-safe.
+    """
+
+    _COMPACT_MIN = 256  # dead matrix rows tolerated before compacting (tests lower it)
+
+    def __init__(
+        self,
+        ids: Sequence[Hashable],
+        vectors: np.ndarray,
+        *,
+        k: int = 16,
+        excluded: Iterable[tuple[Hashable, Hashable]] = (),
+        block_rows: int = 1024,
+    ) -> None:
+        if int(k) < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if int(block_rows) < 1:
+            raise ValueError(f"block_rows must be >= 1, got {block_rows}")
+        ids = list(ids)
+        x = _as_matrix(vectors, rows=len(ids))
+        n, d = x.shape
+        self._k = int(k)
+        self._d = d
+        self._block = int(block_rows)
+        self._ids: list[Hashable] = []  # position -> id, dead ones kept (positions are never reused)
+        self._pos: dict[Hashable, int] = {}
+        for i in ids:
+            if i in self._pos:
+                raise ValueError(f"duplicate id {i!r}")
+            self._pos[i] = len(self._ids)
+            self._ids.append(i)
+        # Per position ("idx"): liveness, norm, neighbour list. Per matrix row:
+        # the vector. Rows of removed entries are compacted away, positions not.
+        cap = max(n, 16)
+        self._x = np.zeros((cap, d), dtype=np.float32)
+        self._x[:n] = x
+        self._nrows = n
+        self._row_of = _grown(np.arange(n, dtype=np.int64), cap, -1)
+        self._idx_of_row = _grown(np.arange(n, dtype=np.int64), cap, -1)
+        self._row_alive = _grown(np.ones(n, dtype=bool), cap, False)
+        self._dead_rows = 0
+        self._alive = _grown(np.ones(n, dtype=bool), cap, False)
+        self._norm = _grown(np.linalg.norm(x.astype(np.float64), axis=1), cap, 0.0)
+        self._norm_max = float(self._norm[:n].max()) if n else 0.0
+        # Bitwise-equal vectors get one class, so a cluster of exact duplicates
+        # costs one exact score per (row, distinct vector), not per partner.
+        classes = np.unique(x.view(np.dtype((np.void, 4 * d))).ravel(), return_inverse=True)[1] if n else np.zeros(0)
+        self._cls = _grown(np.asarray(classes, dtype=np.int64).ravel(), cap, -1)
+        self._ncls = int(self._cls[:n].max()) + 1 if n else 0
+        self._nb = np.zeros((cap, self._k), dtype=np.int64)
+        self._ns = np.zeros((cap, self._k), dtype=np.float64)
+        self._len = np.zeros(cap, dtype=np.int64)
+        self._cur = np.zeros(cap, dtype=np.int64)
+        self._complete = np.zeros(cap, dtype=bool)
+        self._judged: dict[int, set[int]] = {}  # only pairs whose both ends are live
+        self._live = n
+        self.scans = 0  #: rows scanned so far (build + refills + adds); for benchmarks
+        for a_id, b_id in excluded:
+            ia, ib = self._pos.get(a_id), self._pos.get(b_id)
+            if ia is not None and ib is not None and ia != ib:
+                self._mark(ia, ib)
+        self._heap: list[tuple[float, int, int, int]] = []
+        if n:
+            self._scan(np.arange(n, dtype=np.int64))
+            self._heap = [self._key(a, 0) for a in range(n) if self._len[a]]
+            heapq.heapify(self._heap)
+
+    # ------------------------------------------------------------------ public
+
+    def __len__(self) -> int:
+        """Number of live entries."""
+        return self._live
+
+    def __contains__(self, entry_id: object) -> bool:
+        """Whether ``entry_id`` is a live entry."""
+        idx = self._pos.get(entry_id)  # type: ignore[arg-type]
+        return idx is not None and bool(self._alive[idx])
+
+    @property
+    def k(self) -> int:
+        """Neighbour-list length."""
+        return self._k
+
+    def live_ids(self) -> list[Hashable]:
+        """Live ids in insertion order (what a rebuilt queue must be given)."""
+        return [self._ids[i] for i in np.flatnonzero(self._alive[: len(self._ids)]).tolist()]
+
+    def peek(self) -> tuple[Hashable, Hashable, float] | None:
+        """The pair :meth:`pop` would return, without marking it judged."""
+        top = self._settle()
+        if top is None:
+            return None
+        return self._ids[top[1]], self._ids[top[2]], -top[0]
+
+    def pop(self) -> tuple[Hashable, Hashable, float] | None:
+        """Return and mark judged the best candidate ``(a_id, b_id, score)``; ``a`` is the earlier entry.
+
+        ``None`` when no live, unjudged pair is left.
+        """
+        top = self._settle()
+        if top is None:
+            return None
+        # The heap entry stays: its key is still an upper bound for that row.
+        self._mark(top[1], top[2])
+        return self._ids[top[1]], self._ids[top[2]], -top[0]
+
+    def candidates_left(self) -> bool:
+        """Whether :meth:`pop` would return a pair."""
+        return self._settle() is not None
+
+    def exclude(self, a_id: Hashable, b_id: Hashable) -> None:
+        """Mark the pair judged without popping it. Both must be live and distinct."""
+        ia, ib = self._live_idx(a_id), self._live_idx(b_id)
+        if ia == ib:
+            raise ValueError(f"a pair needs two different entries, got {a_id!r} twice")
+        self._mark(ia, ib)
+
+    def remove(self, entry_id: Hashable) -> None:
+        """Take a live entry, and all its pairs, out of the candidate set."""
+        idx = self._live_idx(entry_id)
+        self._alive[idx] = False
+        self._live -= 1
+        self._len[idx] = 0
+        for b in self._judged.pop(idx, ()):
+            partners = self._judged[b]
+            partners.discard(idx)
+            if not partners:
+                del self._judged[b]
+        row = int(self._row_of[idx])
+        self._row_of[idx] = -1
+        self._row_alive[row] = False
+        self._dead_rows += 1
+        # Scans cost O(rows); compacting once dead rows outnumber live ones keeps
+        # that O(live) at an amortised O(d) per removal.
+        if self._dead_rows > max(self._nrows // 2, self._COMPACT_MIN):
+            self._compact()
+        # Its heap entry is skipped lazily when it surfaces.
+
+    def add(self, entry_id: Hashable, vector: np.ndarray) -> None:
+        """Add a new live entry after all existing ones; its pairs with every live entry become candidates."""
+        if entry_id in self._pos:
+            raise ValueError(f"duplicate id {entry_id!r} (ids are never reused, even after remove)")
+        v = np.asarray(vector)
+        if v.ndim == 2 and v.shape[0] == 1:
+            v = v[0]
+        if self._d == 0 and v.ndim == 1 and v.shape[0] > 0:  # built empty as (0, 0): the first add fixes d
+            self._d = v.shape[0]
+            self._x = np.zeros((self._x.shape[0], self._d), dtype=np.float32)
+        if v.ndim != 1 or v.shape[0] != self._d:
+            raise ValueError(f"vector must have shape ({self._d},), got {np.asarray(vector).shape}")
+        v32 = _as_matrix(v[None, :], rows=1)[0]
+        idx = len(self._ids)
+        if idx >= self._alive.shape[0]:
+            cap = 2 * idx
+            self._alive = _grown(self._alive, cap, False)
+            self._norm = _grown(self._norm, cap, 0.0)
+            self._cls = _grown(self._cls, cap, -1)
+            self._row_of = _grown(self._row_of, cap, -1)
+            self._nb = _grown(self._nb, cap, 0)
+            self._ns = _grown(self._ns, cap, 0.0)
+            self._len = _grown(self._len, cap, 0)
+            self._cur = _grown(self._cur, cap, 0)
+            self._complete = _grown(self._complete, cap, False)
+        row = self._nrows
+        if row >= self._x.shape[0]:
+            cap = max(2 * row, 16)
+            self._x = _grown(self._x, cap, 0.0)
+            self._idx_of_row = _grown(self._idx_of_row, cap, -1)
+            self._row_alive = _grown(self._row_alive, cap, False)
+        self._x[row] = v32
+        self._nrows += 1
+        self._row_of[idx] = row
+        self._idx_of_row[row] = idx
+        self._row_alive[row] = True
+        self._alive[idx] = True
+        self._norm[idx] = float(np.linalg.norm(v32.astype(np.float64)))
+        self._norm_max = max(self._norm_max, float(self._norm[idx]))
+        self._cls[idx] = self._ncls  # a fresh class: merged vectors are rarely exact copies
+        self._ncls += 1
+        self._pos[entry_id] = idx
+        self._ids.append(entry_id)
+        self._live += 1
+        # The new row covers all its pairs (see module docstring), so older
+        # lists are left alone even if the newcomer beats their k-th item.
+        self._scan(np.array([idx], dtype=np.int64))
+        if self._len[idx]:
+            heapq.heappush(self._heap, self._key(idx, 0))
+
+    # ---------------------------------------------------------------- internals
+
+    def _live_idx(self, entry_id: Hashable) -> int:
+        idx = self._pos.get(entry_id)
+        if idx is None or not self._alive[idx]:
+            raise KeyError(f"no live entry {entry_id!r} in the pair queue")
+        return idx
+
+    def _mark(self, a: int, b: int) -> None:
+        self._judged.setdefault(a, set()).add(b)
+        self._judged.setdefault(b, set()).add(a)
+
+    def _key(self, a: int, c: int) -> tuple[float, int, int, int]:
+        b = int(self._nb[a, c])
+        return (-float(self._ns[a, c]), min(a, b), max(a, b), a)
+
+    def _head(self, a: int) -> int | None:
+        """List position of ``a``'s best valid partner, rescanning a dry list; None if it has none."""
+        jud = self._judged.get(a)
+        c, n = int(self._cur[a]), int(self._len[a])
+        while c < n:
+            b = int(self._nb[a, c])
+            if self._alive[b] and (jud is None or b not in jud):
+                self._cur[a] = c
+                return c
+            c += 1
+        self._cur[a] = c
+        if self._complete[a]:
+            return None
+        self._scan(np.array([a], dtype=np.int64))
+        return 0 if self._len[a] else None  # a fresh scan holds only valid partners
+
+    def _settle(self) -> tuple[float, int, int, int] | None:
+        """Make the heap top an exact, valid entry (the global argmax) and return it."""
+        heap = self._heap
+        while heap:
+            top = heap[0]
+            a = top[3]
+            if not self._alive[a]:
+                heapq.heappop(heap)
+                continue
+            c = self._head(a)
+            if c is None:
+                heapq.heappop(heap)
+                continue
+            key = self._key(a, c)
+            if key[:3] == top[:3]:
+                return top
+            heapq.heapreplace(heap, key)  # the real head is worse than the stored bound
+        return None
+
+    def _compact(self) -> None:
+        live_rows = np.flatnonzero(self._row_alive[: self._nrows])
+        idxs = self._idx_of_row[live_rows]
+        m = live_rows.size
+        cap = max(2 * m, 16)
+        x = np.zeros((cap, self._d), dtype=np.float32)
+        x[:m] = self._x[live_rows]
+        self._x = x
+        self._idx_of_row = _grown(idxs, cap, -1)
+        self._row_alive = _grown(np.ones(m, dtype=bool), cap, False)
+        self._row_of[idxs] = np.arange(m, dtype=np.int64)
+        self._nrows = m
+        self._dead_rows = 0
+
+    def _scan(self, idxs: np.ndarray) -> None:
+        """Recompute the neighbour lists of ``idxs`` against all live entries, block by block."""
+        xv = self._x[: self._nrows]
+        dead = ~self._row_alive[: self._nrows] if self._dead_rows else None
+        self.scans += int(idxs.size)
+        for s in range(0, idxs.size, self._block):
+            blk = idxs[s : s + self._block]
+            rows = self._row_of[blk]
+            if blk.size == 1:
+                sims = (xv @ xv[rows[0]])[None, :]
+            else:
+                sims = xv[rows] @ xv.T
+            if dead is not None:
+                sims[:, dead] = _NEG_INF
+            sims[np.arange(blk.size), rows] = _NEG_INF
+            for r, a in enumerate(blk.tolist()):
+                jud = self._judged.get(a)
+                if jud:
+                    sims[r, self._row_of[list(jud)]] = _NEG_INF
+            self._select(blk, rows, sims)
+
+    @staticmethod
+    def _threshold(kth: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """``kth - 2*margin`` as float32, rounded down so no candidate is lost."""
+        thr = kth.astype(np.float64) - 2.0 * margin
+        thr32 = thr.astype(np.float32)
+        return np.where(thr32.astype(np.float64) > thr, np.nextafter(thr32, _NEG_INF), thr32)
+
+    def _select(self, blk: np.ndarray, rows: np.ndarray, sims: np.ndarray) -> None:
+        """Exact top-k per row from BLAS scores ``sims`` (invalid partners at -inf)."""
+        k = self._k
+        nb, ncols = sims.shape
+        # |BLAS - exact| <= d*u32*|a||b| in any summation order (doubled for
+        # safety). A candidate and the k-th item may err in opposite directions,
+        # so everything within twice that of the k-th BLAS score is re-scored.
+        margin = (2.0 * (self._d + 2) * _U32 * self._norm_max) * self._norm[blk] + 1e-30
+        if ncols < 32 * k:
+            if ncols > k:
+                kth = np.partition(sims, ncols - k, axis=1)[:, ncols - k]
+            else:
+                kth = np.full(nb, _NEG_INF, dtype=np.float32)
+            thr = self._threshold(kth, margin)
+            r, c = np.nonzero(sims >= thr[:, None])
+        else:
+            # Strided groups (column j in group j mod G): if k group maxima are
+            # >= v, k scores are >= v, so the k-th largest group maximum bounds
+            # the k-th score from below. The maxima take one vectorised pass and
+            # only the few groups reaching the threshold are searched, instead of
+            # partitioning or comparing the whole block.
+            g = min(64, ncols // (4 * k))
+            groups = ncols // g
+            body = sims[:, : g * groups].reshape(nb, g, groups)
+            gmax = body.max(axis=1)
+            kth = np.partition(gmax, groups - k, axis=1)[:, groups - k]
+            thr = self._threshold(kth, margin)
+            rr, cc = np.nonzero(gmax >= thr[:, None])
+            pos, t = np.nonzero(body[rr, :, cc] >= thr[rr][:, None])
+            r, c = rr[pos], t * groups + cc[pos]
+            if g * groups < ncols:
+                r2, c2 = np.nonzero(sims[:, g * groups :] >= thr[:, None])
+                r, c = np.concatenate((r, r2)), np.concatenate((c, c2 + g * groups))
+        ok = sims[r, c] != _NEG_INF
+        r, c = r[ok], c[ok]
+        partner = self._idx_of_row[c]
+        # One exact score per (row, vector class); equal vectors score equally.
+        first, inverse = np.unique(r * self._ncls + self._cls[partner], return_index=True, return_inverse=True)[1:]
+        score = pair_scores(self._x[rows[r[first]]], self._x[c[first]])[inverse.ravel()]
+        # Within one row, equal scores rank by partner position: for a fixed a,
+        # (min(a,b), max(a,b)) is increasing in b.
+        order = np.lexsort((partner, -score, r))
+        r, partner, score = r[order], partner[order], score[order]
+        counts = np.bincount(r, minlength=nb)
+        starts = np.cumsum(counts) - counts
+        rank = np.arange(r.size) - starts[r]
+        keep = rank < k
+        owners = blk[r[keep]]
+        self._nb[owners, rank[keep]] = partner[keep]
+        self._ns[owners, rank[keep]] = score[keep]
+        self._len[blk] = np.minimum(counts, k)
+        self._cur[blk] = 0
+        # With a finite bound the row may have had more than k partners; calling
+        # it incomplete is merely conservative (a rescan once it runs dry).
+        self._complete[blk] = np.isneginf(kth) & (counts <= k)
