@@ -205,8 +205,10 @@ class MemoryStore:
             self._db = sqlite_utils.Database(str(self.path))
             conn = self._db.conn
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            # auto_vacuum only takes effect on a file with no tables yet.
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            # auto_vacuum only takes effect on a file with no tables yet, and
+            # setting it on an existing file rewrites the header: new files only.
+            if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA secure_delete = ON")
@@ -586,22 +588,50 @@ class MemoryStore:
             self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def min_entry_json_bytes(self) -> int:
-        """Smallest single entry under the ``json`` metric (0 for an empty store)."""
-        return int(self._db.conn.execute("SELECT COALESCE(MIN(json_bytes), 0) FROM entries").fetchone()[0])
+        """Smallest store of one entry under the ``json`` metric (0 for an empty store)."""
+        ids = [r[0] for r in self._db.conn.execute("SELECT id FROM entries ORDER BY json_bytes, seq LIMIT 3")]
+        return min((self.solo_size(i, "json") for i in ids), default=0)
 
-    def min_disk_bytes(self) -> int:
-        """Estimated ``disk`` size of this store reduced to its smallest entry.
+    def min_disk_bytes(self, *, embedding_bytes: int = 0) -> int:
+        """``disk`` size of this store reduced to its smallest entry, measured.
 
-        The used bytes of the empty memory tables' root pages, plus the
-        smallest entry's content, fields and embedding. An estimate (SQLite's
-        record encoding adds a few bytes per row); used only to reject
-        budgets no compression can reach.
+        The few smallest entries (by json size plus embedding) are each
+        measured alone with :meth:`solo_size`.
         """
-        row = self._db.conn.execute(
-            "SELECT COALESCE(MIN(json_bytes + COALESCE(LENGTH(embedding), 0)), 0) FROM entries"
-        ).fetchone()
-        # Each of the four b-trees keeps a root page whose header is 8 bytes.
-        return int(row[0]) + 8 * len(_MEMORY_TABLES)
+        ids = [r[0] for r in self._db.conn.execute(
+            "SELECT id FROM entries ORDER BY json_bytes + COALESCE(LENGTH(embedding), ?), seq LIMIT 3",
+            (embedding_bytes,),
+        )]
+        return min((self.solo_size(i, "disk", embedding_bytes=embedding_bytes) for i in ids), default=0)
+
+    def solo_size(self, entry_id: str, metric: str, *, embedding_bytes: int = 0) -> int:
+        """Size of a store that holds only this entry (its links to others gone).
+
+        ``json``: the entry's json size without links. ``disk``: the entry is
+        written alone into an in-memory database with this schema and
+        measured with ``dbstat`` exactly as :meth:`disk_bytes` measures; an
+        entry not embedded yet gets a zero blob of ``embedding_bytes``.
+        """
+        entry = self.get(entry_id)
+        if metric == "json":
+            return json_size(replace(entry, links=()))
+        import sqlite3
+
+        cols = "id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes, embedding"
+        row = self._db.conn.execute(f"SELECT {cols} FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        blob = row[8] if row[8] is not None else (bytes(embedding_bytes) if embedding_bytes else None)
+        mem = sqlite3.connect(":memory:")
+        try:
+            for migration in MIGRATIONS:
+                for statement in _split_sql(migration.sql):
+                    mem.execute(statement)
+            mem.execute(f"INSERT INTO entries ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*row[:8], blob))
+            marks = ",".join("?" * len(_MEMORY_TABLES))
+            return int(mem.execute(
+                f"SELECT SUM(pgsize - unused) FROM dbstat WHERE name IN ({marks})", _MEMORY_TABLES
+            ).fetchone()[0])
+        finally:
+            mem.close()
 
     def link_degrees(self) -> dict[str, int]:
         """Links in + out per live entry (entries without links are absent)."""

@@ -47,3 +47,76 @@ class HashEncoder(Encoder):
             else:  # no words at all: a fixed unit vector, so cosine stays defined
                 out[i, 0] = 1.0
         return out
+
+
+# --- judge and merger fakes -------------------------------------------------------
+
+from .errors import JudgeOutputError  # noqa: E402
+from .judge import Decision, Judge  # noqa: E402
+from .merger import MergedEntry, Merger  # noqa: E402
+
+
+class ScriptedJudge(Judge):
+    """Replays given decisions in order; an ``Exception`` instance in the script is raised instead.
+
+    Once the script is used up, ``default`` is returned (or, when it is
+    None, an ``IndexError`` is raised). ``calls`` records ``(a, b, similarity)``.
+    """
+
+    def __init__(self, script: Sequence["Decision | Exception"] = (), *, default: Decision | None = None) -> None:
+        self.script = list(script)
+        self.default = default
+        self.calls: list[tuple[str, str, float]] = []
+
+    def decide(self, a: str, b: str, similarity: float) -> Decision:
+        self.calls.append((a, b, similarity))
+        if not self.script:
+            if self.default is None:
+                raise IndexError("ScriptedJudge ran out of decisions")
+            return self.default
+        item = self.script.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+
+class InvalidOutputJudge(Judge):
+    """Always fails the way a model with unparseable output does (raises JudgeOutputError)."""
+
+    def __init__(self, raw: str = "not json") -> None:
+        self.raw = raw
+        self.calls = 0
+
+    def decide(self, a: str, b: str, similarity: float) -> Decision:
+        self.calls += 1
+        raise JudgeOutputError("scripted invalid output", raw=self.raw)
+
+
+class AlwaysJudge(Judge):
+    """Returns one fixed decision for every pair (e.g. the 135M model's habitual ``delete a``)."""
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+
+    def decide(self, a: str, b: str, similarity: float) -> Decision:
+        return self.decision
+
+
+class FakeMerger(Merger):
+    """Concatenates the two entries (``"a b"``); or replays a script of contents / exceptions."""
+
+    def __init__(self, script: Sequence["str | Exception"] = ()) -> None:
+        self.script = list(script)
+        self.calls: list[tuple[str, str, str]] = []
+
+    def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
+        self.calls.append((a, b, instruction))
+        if self.script:
+            item = self.script.pop(0)
+            if isinstance(item, Exception):
+                raise item
+            return MergedEntry(content=item, keywords=(), source="llm")
+        return MergedEntry(content=f"{a.strip()} {b.strip()}", keywords=(), source="concat")
+
+
+__all__ += ["ScriptedJudge", "InvalidOutputJudge", "AlwaysJudge", "FakeMerger"]

@@ -1,7 +1,244 @@
-"""memrefine compress commands."""
+"""``memrefine compress|demo|undo|log|purge-history``."""
 
 from __future__ import annotations
 
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
 import click
 
-from . import cli, db_option, emit, json_option, log, open_store
+from ..errors import MemRefineError
+from . import cli, db_option, emit, json_option, log, open_store, resolve_db
+
+
+def _build(method: str, *, judge_model, merge_model, encoder_model, threads, tau=None, protect=None):
+    """The encoder, method and merger a command runs with (heavy imports here only)."""
+    from ..encoder import OnnxEncoder
+    from ..judge import GuardedJudge, LlamaJudge
+    from ..merger import GuardedMerger, LlamaMerger
+    from ..methods import get_method
+
+    llm_threads = {"n_threads": threads} if threads else {}
+    encoder = OnnxEncoder(model_path=encoder_model, threads=threads)
+    merger = GuardedMerger(LlamaMerger(merge_model or judge_model, **llm_threads))
+    if method == "memrefine":
+        options: dict[str, Any] = {"judge": GuardedJudge(LlamaJudge(judge_model, **llm_threads))}
+    else:
+        options = {k: v for k, v in {"tau": tau, "protect": protect}.items() if v is not None}
+    return encoder, get_method(method, **options), merger
+
+
+def _progress_printer(metric: str):
+    last = [0.0]
+
+    def show(p) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.5:
+            return
+        last[0] = now
+        counts = " ".join(f"{k} {v}" for k, v in sorted(p.counts.items()))
+        eta = f" | ETA {p.eta_s:.0f}s" if p.eta_s is not None else ""
+        log(f"[{p.step}] {metric} {p.size:,} / {p.target:,} B | {counts} | {p.pairs_per_s:.2f} pairs/s{eta}")
+
+    return show
+
+
+def _human(report: dict[str, Any]) -> str:
+    b, a = report["before"], report["after"]
+    metric = report["metric"]
+    lines = [
+        f"run {report['run_id'] or '-'}: method {report['method']}, metric {metric}, mode {report['mode']}"
+        + (" (dry run: the store was not changed)" if report.get("dry_run") else ""),
+        f"  target      {report['target_bytes']:,} B ({metric})",
+        f"  json size   {b['json_bytes']:,} -> {a['json_bytes']:,} B ({report['realized_ratio_json']:.1%})",
+        f"  disk size   {b['disk_bytes']:,} -> {a['disk_bytes']:,} B ({report['realized_ratio_disk']:.1%})",
+        f"  entries     {b['entries']:,} -> {a['entries']:,}",
+        "  actions     " + (", ".join(f"{k} {v}" for k, v in sorted(report["actions"].items())) or "none"),
+        "  sources     " + (", ".join(f"{k} {v}" for k, v in sorted(report["sources"].items())) or "none"),
+        f"  LLM calls   {report['llm_calls']}",
+        "  seconds     " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(report["seconds"].items())),
+        f"  budget met  {'yes' if report['budget_met'] else 'NO'} ({report['stop_reason']})",
+    ]
+    return "\n".join(lines)
+
+
+def _copy_db(src: Path, dst: Path) -> None:
+    """A consistent copy through SQLite's backup API, reading the source read-only."""
+    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    target = sqlite3.connect(str(dst))
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
+
+
+def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model,
+                 threads, resume, max_decisions, tau=None, protect=None, quiet=False) -> dict[str, Any]:
+    """Open, compress, close; returns the end report as a dict."""
+    from ..compressor import Compressor
+    from ..store import MemoryStore
+
+    encoder, method_obj, merger = _build(method, judge_model=judge_model, merge_model=merge_model,
+                                         encoder_model=encoder_model, threads=threads, tau=tau, protect=protect)
+    with MemoryStore(db, create=False) as store:
+        comp = Compressor(store, encoder=encoder, method=method_obj, merger=merger, metric=metric, mode=mode,
+                          progress=None if quiet else _progress_printer(metric))
+        report = comp.run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
+    return report.as_dict()
+
+
+_compress_options = [
+    click.option("--budget", type=float, default=None, help="Budget as a ratio of the current size, e.g. 0.5."),
+    click.option("--budget-bytes", type=int, default=None, help="Budget in bytes."),
+    click.option("--metric", type=click.Choice(["json", "disk"]), default="json", show_default=True,
+                 help="Size metric the budget is measured in."),
+    click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
+                 help="paper: stop when no candidate is left; strict: evict until the budget holds."),
+    click.option("--method", default="memrefine", show_default=True, help="Compression method."),
+    click.option("--judge-model", type=click.Path(dir_okay=False), default=None, help="GGUF for the judge."),
+    click.option("--merge-model", type=click.Path(dir_okay=False), default=None,
+                 help="GGUF for merges [default: the judge model]."),
+    click.option("--encoder-model", type=click.Path(dir_okay=False), default=None, help="ONNX encoder file."),
+    click.option("--threads", type=click.IntRange(1, 64), default=None,
+                 help="CPU threads for the models [default: min(2, cores)]."),
+]
+
+
+def _apply(options):
+    def wrap(f):
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+
+    return wrap
+
+
+@cli.command()
+@db_option
+@_apply(_compress_options)
+@click.option("--resume", is_flag=True, help="Continue the interrupted run with its recorded settings.")
+@click.option("--dry-run", is_flag=True, help="Run on a temporary copy and report; the store is not touched.")
+@click.option("--max-decisions", type=click.IntRange(1), default=None, help="Stop after N decisions (resumable).")
+@json_option
+def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model, threads,
+             resume, dry_run, max_decisions, as_json) -> None:
+    """Compress the store to a budget (continues an interrupted run)."""
+    db = resolve_db(db_path)
+    if not db.exists():
+        raise MemRefineError(f"no memory store at {db} (create one with `memrefine import`)")
+    if budget is None and budget_bytes is None and not resume:
+        raise click.UsageError("give --budget RATIO or --budget-bytes N (or --resume)")
+    kwargs = dict(budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, method=method,
+                  judge_model=judge_model, merge_model=merge_model, encoder_model=encoder_model, threads=threads,
+                  resume=resume, max_decisions=max_decisions)
+    if dry_run:
+        with tempfile.TemporaryDirectory(prefix="memrefine-dry-") as tmp:
+            copy = Path(tmp) / "copy.db"
+            _copy_db(db, copy)
+            report = run_compress(copy, **kwargs)
+        report["dry_run"] = True
+    else:
+        report = run_compress(db, **kwargs)
+    emit(report, as_json, _human(report))
+
+
+@cli.command()
+@click.option("--budget", type=float, default=0.5, show_default=True, help="Budget ratio for the sample.")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the demo store [default: a temporary file].")
+@click.option("--threads", type=click.IntRange(1, 64), default=None, help="CPU threads for the models.")
+@json_option
+def demo(budget, db_path, threads, as_json) -> None:
+    """Import the bundled sample memory store and compress it with the default models."""
+    from ..importers import import_file, sample_path
+    from ..store import MemoryStore
+
+    with tempfile.TemporaryDirectory(prefix="memrefine-demo-") as tmp:
+        db = db_path or Path(tmp) / "demo.db"
+        if db.exists():
+            raise MemRefineError(f"{db} exists; the demo writes a new store (pick another --db)")
+        with MemoryStore(db) as store:
+            imported = import_file(store, sample_path(), format="jsonl")
+        log(f"imported the bundled sample ({imported.imported} entries) into {db}")
+        report = run_compress(db, budget=budget, budget_bytes=None, metric="json", mode="paper", method="memrefine",
+                              judge_model=None, merge_model=None, encoder_model=None, threads=threads,
+                              resume=False, max_decisions=None)
+        with MemoryStore(db, create=False) as store:
+            decisions = store.journal.decisions(report["run_id"]) if report["run_id"] else []
+    examples = [
+        f"  {d.action:8} {d.source:6} sim={d.similarity:.2f}  {d.a_id} / {d.b_id}: {d.reason[:90]}"
+        for d in decisions[:12]
+    ]
+    report["examples"] = [d.__dict__ for d in decisions[:12]]
+    emit(report, as_json, _human(report) + "\nfirst decisions:\n" + "\n".join(examples))
+
+
+@cli.command()
+@db_option
+@click.argument("run_id")
+@json_option
+def undo(db_path, run_id, as_json) -> None:
+    """Restore the store exactly as it was before RUN_ID."""
+    from ..compressor import RunLock
+
+    db = resolve_db(db_path)
+    with RunLock(db), open_store(db_path) as store:
+        n = store.journal.undo(run_id)
+        stats = store.stats().as_dict()
+    emit({"run_id": run_id, "decisions_undone": n, "stats": stats}, as_json,
+         f"undid {n} decisions of run {run_id}; the store has {stats['entries']} entries again")
+
+
+@cli.command(name="log")
+@db_option
+@click.argument("run_id", required=False)
+@json_option
+def log_cmd(db_path, run_id, as_json) -> None:
+    """List runs, or the decisions of one run."""
+    with open_store(db_path) as store:
+        if run_id is None:
+            runs = store.journal.runs()
+            data = {"runs": [r.__dict__ for r in runs]}
+            human = "\n".join(
+                f"{r.run_id}  {r.status:8} {r.method:10} decisions {r.cursor:5}  {_describe_params(r.params)}"
+                for r in runs
+            ) or "no runs yet"
+        else:
+            ds = store.journal.decisions(run_id)
+            data = {"run_id": run_id, "decisions": [d.__dict__ for d in ds]}
+            human = "\n".join(
+                f"{d.step:5} {d.action:8} {d.source:8} "
+                + (f"sim={d.similarity:.3f} " if d.similarity is not None else "")
+                + f"{d.a_id} {d.b_id or ''} -> -{','.join(d.removed_ids)} +{','.join(d.created_ids)}"
+                f"  {d.size_before:,}->{d.size_after:,}  {d.reason[:80]}"
+                for d in ds
+            ) or "no decisions"
+    emit(data, as_json, human)
+
+
+def _describe_params(p: dict[str, Any]) -> str:
+    budget = f"budget {p.get('budget')}" if p.get("budget") is not None else f"budget {p.get('budget_bytes')} B"
+    return f"{budget} {p.get('metric')} {p.get('mode')} target {p.get('target_bytes'):,} B"
+
+
+@cli.command(name="purge-history")
+@db_option
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+def purge_history(db_path, yes, as_json) -> None:
+    """Drop the removed entries kept for undo and return their space (runs become final)."""
+    from ..compressor import RunLock
+
+    db = resolve_db(db_path)
+    if not yes and not click.confirm(f"Purge the undo history of {db}? Removed entries will be gone for good."):
+        raise SystemExit(1)
+    with RunLock(db), open_store(db_path) as store:
+        before = store.stats().file_bytes
+        n = store.journal.purge_history()
+        after = store.stats().file_bytes
+    emit({"purged_entries": n, "file_bytes_before": before, "file_bytes_after": after}, as_json,
+         f"purged {n} history entries; file {before:,} -> {after:,} B")

@@ -1,0 +1,315 @@
+"""Judge benchmarks: dev-set quality, latency, fast-path savings, merger validity.
+
+    .venv/bin/python bench/judge.py devset   [--threads 1]   -> bench/results/judge_devset.{json,md}
+    .venv/bin/python bench/judge.py latency  [--pairs 20]    -> bench/results/judge_latency.json
+    .venv/bin/python bench/judge.py fastpath [--top 300]     -> bench/results/judge_fastpath.json
+    .venv/bin/python bench/judge.py merge                    -> bench/results/judge_merge.json
+
+The dev set (bench/judge_devset.py) is rebuilt from /work/shared/data/locomo
+at run time. Similarities come from the bundled MiniLM encoder.
+Timings are wall-clock on a shared machine: other engineers' benchmarks ran
+at the same time, so the load average at start and end is recorded with
+every result and absolute numbers are noisy; compare rows within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from judge_devset import DevPair, load_devset  # noqa: E402
+
+from memrefine_edge.errors import JudgeOutputError  # noqa: E402
+from memrefine_edge.judge import Decision, FactJudge, GuardedJudge, Judge, LlamaJudge  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def machine() -> dict[str, Any]:
+    import llama_cpp
+
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpu": cpu,
+            "cpus": os.cpu_count(), "llama_cpp_python": llama_cpp.__version__, "loadavg": os.getloadavg()}
+
+
+def act(d: Decision) -> str:
+    return f"delete_{d.target}" if d.action == "delete" else d.action
+
+
+def similarities(pairs: list[DevPair]) -> list[float]:
+    from memrefine_edge.encoder import OnnxEncoder
+
+    enc = OnnxEncoder()
+    va, vb = enc.embed([p.a for p in pairs]), enc.embed([p.b for p in pairs])
+    return [max(-1.0, min(1.0, float((x * y).sum()))) for x, y in zip(va, vb)]
+
+
+class AlwaysPreserve(Judge):
+    def decide(self, a: str, b: str, similarity: float) -> Decision:
+        return Decision("preserve", None, source="rule")
+
+
+class SimThreshold(Judge):
+    """RuleSim (paper App. C.1): delete the shorter entry at or above tau, merge below."""
+
+    def __init__(self, tau: float) -> None:
+        self.tau = tau
+
+    def decide(self, a: str, b: str, similarity: float) -> Decision:
+        if similarity >= self.tau:
+            return Decision("delete", "a" if len(a) <= len(b) else "b", source="rule")
+        return Decision("merge", None, source="rule")
+
+
+def evaluate(name: str, judge: Judge, pairs: list[DevPair], sims: list[float]) -> dict[str, Any]:
+    rows, lat = [], []
+    invalid = 0
+    for p, s in zip(pairs, sims):
+        t0 = time.perf_counter()
+        try:
+            d = judge.judge(p.a, p.b, s)
+        except JudgeOutputError:  # "LLM alone" rows: an invalid output is a preserve, counted
+            invalid += 1
+            d = Decision("preserve", None, source="fallback")
+        lat.append(time.perf_counter() - t0)
+        a = act(d)
+        rows.append({"id": p.id, "category": p.category, "action": a, "source": d.source,
+                     "ideal": a in p.ideal, "fact_losing": a in p.fact_losing})
+
+    def score(sub: list[dict[str, Any]]) -> dict[str, float]:
+        n = len(sub)
+        return {"n": n, "accuracy": round(sum(r["ideal"] for r in sub) / n, 3),
+                "fact_losing_rate": round(sum(r["fact_losing"] for r in sub) / n, 3)}
+
+    by_cat = collections.defaultdict(list)
+    for r in rows:
+        by_cat[r["category"]].append(r)
+    out = {"name": name, **score(rows), "invalid_outputs": invalid,
+           "odd_ids": score(rows[0::2]), "even_ids": score(rows[1::2]),
+           "by_category": {c: score(v) for c, v in sorted(by_cat.items())},
+           "actions": dict(collections.Counter(r["action"] for r in rows)),
+           "sources": dict(collections.Counter(r["source"] for r in rows)),
+           "median_ms": round(statistics.median(lat) * 1000, 1),
+           "losing_ids": [r["id"] for r in rows if r["fact_losing"]], "rows": rows}
+    if isinstance(judge, GuardedJudge):
+        out["stats"] = dict(judge.stats)
+    return out
+
+
+def cmd_devset(args: argparse.Namespace) -> None:
+    pairs = load_devset()
+    sims = similarities(pairs)
+    info = machine()
+    t = args.threads
+    rows = [
+        evaluate("LLM alone (logits, zero-shot)", LlamaJudge(n_threads=t), pairs, sims),
+        evaluate("Full pipeline (fast path + LLM + guard)", GuardedJudge(LlamaJudge(n_threads=t)), pairs, sims),
+        evaluate("Always preserve", AlwaysPreserve(), pairs, sims),
+        evaluate("Similarity threshold (RuleSim, tau=0.8)", SimThreshold(0.8), pairs, sims),
+        # extra rows: what each part contributes
+        evaluate("Rules only (fast path, else preserve)", GuardedJudge(None), pairs, sims),
+        evaluate("Fast path + fact judge, no LLM (GuardedJudge(FactJudge()))", GuardedJudge(FactJudge()), pairs, sims),
+        evaluate("LLM alone (logits, few-shot)", LlamaJudge(n_threads=t, few_shot=True), pairs, sims),
+        evaluate("Pipeline with few-shot LLM", GuardedJudge(LlamaJudge(n_threads=t, few_shot=True)), pairs, sims),
+        evaluate("Similarity threshold (RuleSim, tau=0.7)", SimThreshold(0.7), pairs, sims),
+        evaluate("Similarity threshold (RuleSim, tau=0.9)", SimThreshold(0.9), pairs, sims),
+    ]
+    if args.generate:
+        rows.append(evaluate("LLM alone (generate, free JSON, few-shot)",
+                             LlamaJudge(n_threads=t, mode="generate", few_shot=True), pairs, sims))
+        rows.append(evaluate("Pipeline with generate (free JSON, few-shot)",
+                             GuardedJudge(LlamaJudge(n_threads=t, mode="generate", few_shot=True)), pairs, sims))
+    info["loadavg_end"] = os.getloadavg()
+    result = {"command": "bench/judge.py devset" + (" --generate" if args.generate else ""),
+              "pairs": len(pairs), "categories": dict(collections.Counter(p.category for p in pairs)),
+              "similarity": "all-MiniLM-L6-v2 int8 (OnnxEncoder) cosine", "machine": info, "results": rows}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "judge_devset.json").write_text(json.dumps(result, indent=1) + "\n")
+    lines = ["# Judge dev set", "",
+             f"`{result['command']}` -- {len(pairs)} labelled LoCoMo pairs "
+             f"({', '.join(f'{k} {v}' for k, v in result['categories'].items())}), "
+             "text rebuilt from `/work/shared/data/locomo` at run time; default model SmolLM2-135M-Instruct Q4_1.",
+             "", "| judge | ideal-action accuracy | fact-losing rate | odd ids acc / lose | even ids acc / lose |"
+             " invalid | median ms |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['name']} | {r['accuracy']:.3f} | {r['fact_losing_rate']:.3f} | "
+                     f"{r['odd_ids']['accuracy']:.3f} / {r['odd_ids']['fact_losing_rate']:.3f} | "
+                     f"{r['even_ids']['accuracy']:.3f} / {r['even_ids']['fact_losing_rate']:.3f} | "
+                     f"{r['invalid_outputs']} | {r['median_ms']} |")
+    full = rows[1]
+    lines += ["", "Full pipeline by category (accuracy / fact-losing):", ""]
+    lines += [f"- {c}: {v['accuracy']:.3f} / {v['fact_losing_rate']:.3f} (n={v['n']})"
+              for c, v in full["by_category"].items()]
+    lines += ["", f"Full pipeline sources: {full['sources']}; stats: {full.get('stats')}",
+              f"Fact-losing pairs (full pipeline): {full['losing_ids']}", "",
+              f"Machine: {info['cpu']}, {info['cpus']} CPUs, threads={t}, load average start {info['loadavg']} "
+              f"end {info['loadavg_end']} (shared machine).", ""]
+    (RESULTS / "judge_devset.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def cmd_latency(args: argparse.Namespace) -> None:
+    from memrefine_edge.facts import fast_path
+
+    pairs = [p for p in load_devset() if fast_path(p.a, p.b) is None][: args.pairs]
+    info = machine()
+    configs: list[tuple[str, dict[str, Any]]] = [
+        ("logits zero-shot, prefix reuse", {"mode": "logits", "few_shot": False, "reuse_prefix": True}),
+        ("logits zero-shot, no reuse", {"mode": "logits", "few_shot": False, "reuse_prefix": False}),
+        ("logits few-shot, prefix reuse", {"mode": "logits", "few_shot": True, "reuse_prefix": True}),
+        ("logits few-shot, no reuse", {"mode": "logits", "few_shot": True, "reuse_prefix": False}),
+        ("generate free JSON few-shot, prefix reuse", {"mode": "generate", "few_shot": True, "reuse_prefix": True}),
+        ("generate free JSON few-shot, no reuse", {"mode": "generate", "few_shot": True, "reuse_prefix": False}),
+        ("generate constrained JSON few-shot, prefix reuse",
+         {"mode": "generate", "few_shot": True, "reuse_prefix": True, "constrained": True}),
+        ("generate free JSON zero-shot, prefix reuse", {"mode": "generate", "few_shot": False, "reuse_prefix": True}),
+    ]
+    out = []
+    for name, kw in configs:
+        j = LlamaJudge(n_threads=args.threads, **kw)
+        try:
+            j.decide(pairs[0].a, pairs[0].b, 0.8)  # load + warm the shared prefix
+        except JudgeOutputError:
+            pass
+        lat, toks, invalid = [], [], 0
+        for p in pairs:
+            t0 = time.perf_counter()
+            try:
+                j.decide(p.a, p.b, 0.8)
+            except JudgeOutputError:
+                invalid += 1
+            dt = time.perf_counter() - t0
+            lat.append(dt)
+            toks.append((j.last_prompt_tokens, j.last_generated_tokens))
+        tot = sum(lat)
+        row = {"config": name, "pairs": len(pairs), "median_ms": round(statistics.median(lat) * 1000, 1),
+               "p90_ms": round(_pct(lat, 0.9) * 1000, 1),
+               "median_prompt_tokens": statistics.median(t[0] for t in toks),
+               "median_generated_tokens": statistics.median(t[1] for t in toks),
+               "prompt_plus_generated_tokens_per_s": round(sum(a + b for a, b in toks) / tot, 1),
+               "generated_tokens_per_s": round(sum(b for _, b in toks) / tot, 1), "invalid_outputs": invalid}
+        print(json.dumps(row))
+        out.append(row)
+    info["loadavg_end"] = os.getloadavg()
+    result = {"command": f"bench/judge.py latency --pairs {args.pairs} --threads {args.threads}",
+              "model": "SmolLM2-135M-Instruct Q4_1", "threads": args.threads, "machine": info,
+              "note": "wall clock per pair after one warm-up call; shared machine (see loadavg)", "results": out}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "judge_latency.json").write_text(json.dumps(result, indent=1) + "\n")
+
+
+def cmd_fastpath(args: argparse.Namespace) -> None:
+    """Share of the most similar LoCoMo pairs the fast path decides (= LLM calls saved)."""
+    import numpy as np
+
+    from judge_devset import _samples
+
+    from memrefine_edge.encoder import OnnxEncoder
+    from memrefine_edge.facts import fast_path
+
+    enc = OnnxEncoder()
+    per: list[dict[str, Any]] = []
+    for sid, s in sorted(_samples().items()):
+        for kind in ("turns", "observations"):
+            if kind == "turns":
+                texts = [f"{t['speaker']}: {t['text']}" for k, v in s["conversation"].items()
+                         if isinstance(v, list) for t in v]
+            else:
+                texts = [o[0] for sess in s["observation"].values() for items in sess.values() for o in items]
+            v = enc.embed(texts)
+            sim = v @ v.T
+            iu = np.triu_indices(len(texts), 1)
+            order = np.argsort(-sim[iu])[: args.top]
+            reasons = collections.Counter()
+            for k in order:
+                i, j = iu[0][k], iu[1][k]
+                hit = fast_path(texts[i], texts[j])
+                reasons[hit.reason if hit else "to the LLM"] += 1
+            per.append({"sample": sid, "kind": kind, "entries": len(texts), "pairs": len(order),
+                        "rule_hits": len(order) - reasons["to the LLM"], "reasons": dict(reasons)})
+            print(json.dumps(per[-1]))
+    summary = {}
+    for kind in ("turns", "observations"):
+        rows = [r for r in per if r["kind"] == kind]
+        summary[kind] = {"pairs": sum(r["pairs"] for r in rows), "rule_hits": sum(r["rule_hits"] for r in rows)}
+        summary[kind]["llm_calls_saved_share"] = round(summary[kind]["rule_hits"] / summary[kind]["pairs"], 3)
+    result = {"command": f"bench/judge.py fastpath --top {args.top}",
+              "method": f"per LoCoMo sample and entry kind, the top {args.top} pairs by MiniLM cosine (each "
+                        "judged once, as a first pass would), counted by the fast-path rule that decides them",
+              "summary": summary, "per_sample": per}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "judge_fastpath.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(summary))
+
+
+def cmd_merge(args: argparse.Namespace) -> None:
+    from memrefine_edge.judge import merge_instruction_for
+    from memrefine_edge.merger import GuardedMerger, LlamaMerger
+
+    pairs = [p for p in load_devset() if p.category == "complementary"][: args.pairs]
+    out = []
+    for name, inner in (("LlamaMerger (constrained JSON) + guard", LlamaMerger(n_threads=args.threads)),
+                        ("concat only (GuardedMerger(None))", None)):
+        m = GuardedMerger(inner)
+        lat, ratio = [], []
+        for p in pairs:
+            t0 = time.perf_counter()
+            r = m.merge(p.a, p.b, merge_instruction_for(p.a, p.b))
+            lat.append(time.perf_counter() - t0)
+            ratio.append(len(r.content) / (len(p.a) + len(p.b)))
+        out.append({"merger": name, "pairs": len(pairs), "stats": dict(m.stats),
+                    "median_ms": round(statistics.median(lat) * 1000, 1),
+                    "median_length_ratio": round(statistics.median(ratio), 3)})
+        print(json.dumps(out[-1]))
+    result = {"command": f"bench/judge.py merge --pairs {args.pairs}", "machine": machine(), "results": out}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "judge_merge.json").write_text(json.dumps(result, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("devset")
+    d.add_argument("--threads", type=int, default=1)
+    d.add_argument("--generate", action="store_true", help="also the (slow) generate-mode rows")
+    lt = sub.add_parser("latency")
+    lt.add_argument("--pairs", type=int, default=20)
+    lt.add_argument("--threads", type=int, default=1)
+    fp = sub.add_parser("fastpath")
+    fp.add_argument("--top", type=int, default=300)
+    mg = sub.add_parser("merge")
+    mg.add_argument("--pairs", type=int, default=10)
+    mg.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    fn: Callable[[argparse.Namespace], None] = {"devset": cmd_devset, "latency": cmd_latency,
+                                                "fastpath": cmd_fastpath, "merge": cmd_merge}[args.cmd]
+    fn(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""``memrefine eval locomo``: the paper's storage-utility table on LoCoMo, measured locally."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import MemRefineError
+from . import cli, emit, json_option, log
+
+__all__ = ["eval_group", "eval_locomo"]
+
+
+def _csv(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    return items or None
+
+
+def _budgets(value: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise MemRefineError(f"--budgets must be comma-separated numbers in (0, 1], got {value!r}") from None
+
+
+@cli.group(name="eval")
+def eval_group() -> None:
+    """Evaluate compression on benchmarks (utility vs storage budget)."""
+
+
+@eval_group.command(name="locomo")
+@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="LoCoMo JSON file (e.g. locomo-dev.json).")
+@click.option("--samples", default=None, help="Comma-separated sample ids [default: every sample in the file].")
+@click.option("--store", "store_kind", type=click.Choice(["turns", "observations", "text"]), default="turns",
+              show_default=True, help="Memory representation: one entry per turn, per observation, or per paragraph.")
+@click.option("--text-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder of SAMPLE.txt files for --store text [default: mem0-style-stores beside --data].")
+@click.option("--methods", default="memrefine,rulesim,rulepr", show_default=True, help="Comma-separated methods.")
+@click.option("--budgets", default="1.0,0.7,0.6,0.5,0.4,0.3", show_default=True,
+              help="Comma-separated budget ratios in (0, 1]; 1.0 is the uncompressed base.")
+@click.option("--qa-limit", type=int, default=None,
+              help="Answer at most N questions per sample (stratified by category, fixed seed); recall uses all.")
+@click.option("--no-qa", is_flag=True, help="Skip question answering (recall and storage only; no answer LLM).")
+@click.option("--answer-model", type=click.Path(dir_okay=False), default=None,
+              help="GGUF answer model [default: the bundled SmolLM2-135M].")
+@click.option("--judge-model", type=click.Path(dir_okay=False), default=None,
+              help="GGUF judge and merge model [default: the bundled SmolLM2-135M].")
+@click.option("--merger", type=click.Choice(["llm", "concat"]), default="llm", show_default=True,
+              help="llm: merges are written by the merge model; concat: deterministic concatenation (no LLM).")
+@click.option("--chain", is_flag=True,
+              help="Compress one copy through the budgets in descending order, measuring at each (same stores "
+                   "as independent runs, far cheaper).")
+@click.option("--metric", type=click.Choice(["json", "disk"]), default="json", show_default=True,
+              help="Size metric the budgets are measured in.")
+@click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
+              help="Budget mode of the compressor.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --qa-limit sampling.")
+@click.option("--threads", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="CPU threads for the encoder and the LLMs.")
+@click.option("--keep-stores", is_flag=True, help="Keep the compressed store copies in OUT/work.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Output folder: results.json, report.md, utility_vs_budget.png, cache/.")
+@json_option
+def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, qa_limit, no_qa, answer_model, judge_model,
+                merger, chain, metric, mode, seed, threads, keep_stores, out, as_json) -> None:
+    """Reproduce the storage-utility table on LoCoMo: storage, evidence recall@10 and QA F1/EM per budget."""
+    from ..evaluate import EvalConfig, run_eval
+
+    config = EvalConfig(
+        data=data, out=out, samples=_csv(samples), store=store_kind, methods=_csv(methods) or (),
+        budgets=_budgets(budgets), qa=not no_qa, qa_limit=qa_limit, seed=seed, threads=threads, chain=chain,
+        metric=metric, mode=mode, merger=merger, judge_model=judge_model, answer_model=answer_model,
+        text_dir=text_dir, keep_stores=keep_stores,
+        command="memrefine " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+    )
+    results = run_eval(config, log=log)
+    summary = results["summary"]
+    data_out = {"out": str(out), "elapsed_s": results["elapsed_s"], "summary": summary}
+    lines = [f"wrote {out / 'results.json'} and {out / 'report.md'} in {results['elapsed_s']:.0f} s"]
+    base = summary["base"]
+    for name, per in summary["methods"].items():
+        cells = " ".join(f"{k}:{v['recall']:.3f}" for k, v in per.items() if v.get("recall") is not None)
+        if base.get("recall") is not None:
+            lines.append(f"  {name:10} recall@10 base {base['recall']:.3f} {cells}")
+    emit(data_out, as_json, "\n".join(lines))

@@ -1,0 +1,445 @@
+"""The compression engine: Algorithm 1 of the paper, made resumable and auditable.
+
+Loop: while the store is above budget, take the most cosine-similar pair of
+live entries that has not been judged (:class:`~memrefine_edge.pairs.PairQueue`),
+ask the method for a decision, apply it. Each decision commits in one
+transaction with its effects and the run's cursor (see
+:mod:`memrefine_edge.journal`), so a run killed at any moment continues where
+it stopped when the same command is given again.
+
+Budget modes:
+
+``paper`` (default)
+    Stop when the budget is met or when no candidate pair is left, even above
+    budget: facts take precedence over the budget (paper §3.2, Termination).
+    The report says which.
+``strict``
+    The budget is hard. When candidates run out above budget, entries are
+    evicted, each eviction audited, in this value order (least valuable
+    first): pure filler first; then fewest links (in + out); then oldest
+    (lowest insertion sequence). A budget below the smallest entry is an
+    error before anything changes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .errors import BudgetError, MemRefineError, MergeOutputError, RunLockedError
+from .methods import Method, PairContext, get_method
+from .store import METRICS, Entry, MemoryStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .encoder import Encoder
+    from .merger import Merger
+
+__all__ = ["Compressor", "CompressionReport", "Progress", "RunLock", "MODES", "merged_entry_id", "build_merged_entry"]
+
+MODES = ("paper", "strict")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a progress callback receives after each decision."""
+
+    step: int
+    size: int
+    target: int
+    counts: dict[str, int]
+    pairs_per_s: float
+    eta_s: float | None
+
+
+@dataclass
+class CompressionReport:
+    """The end report of a run (also stored with the run)."""
+
+    run_id: str | None
+    method: str
+    metric: str
+    mode: str
+    target_bytes: int
+    before: dict[str, int]
+    after: dict[str, int]
+    budget_met: bool
+    stop_reason: str
+    actions: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)
+    llm_calls: int = 0
+    decisions: int = 0
+    resumed: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def realized_ratio(self) -> float:
+        """Size after / size before, in the run's metric."""
+        key = f"{self.metric}_bytes"
+        return self.after[key] / self.before[key] if self.before[key] else 1.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["realized_ratio"] = round(self.realized_ratio, 6)
+        out["realized_ratio_json"] = round(self.after["json_bytes"] / max(1, self.before["json_bytes"]), 6)
+        out["realized_ratio_disk"] = round(self.after["disk_bytes"] / max(1, self.before["disk_bytes"]), 6)
+        return out
+
+
+class RunLock:
+    """An exclusive, crash-safe lock on a store's compression runs.
+
+    ``flock`` on ``<db>.lock``: the kernel releases it when the holder dies,
+    so a crashed run never leaves the store locked.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = Path(str(db_path) + ".lock")
+        self._fh: Any = None
+
+    def __enter__(self) -> "RunLock":
+        self._fh = open(self.path, "a+")
+        try:
+            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._fh.close()
+            raise RunLockedError(
+                f"another compression is running on {self.path.with_suffix('')} (lock {self.path}); "
+                "wait for it to finish"
+            ) from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fh, fcntl.LOCK_UN)
+        self._fh.close()
+
+
+def merged_entry_id(a_id: str, b_id: str) -> str:
+    """Deterministic id of the entry that replaces ``a_id`` and ``b_id``."""
+    return "m-" + hashlib.sha256("\x00".join(sorted((a_id, b_id))).encode("utf-8")).hexdigest()[:16]
+
+
+def build_merged_entry(a: Entry, b: Entry, *, content: str, keywords: tuple[str, ...]) -> Entry:
+    """The merged entry's fields, per the paper's store update rule.
+
+    Links: union of both entries' links, duplicates and self-loops (and the
+    pair itself) removed. Timestamps: every original timestamp is kept, the
+    earlier-inserted entry's first, duplicates dropped; ``timestamp`` (the
+    first) is therefore the older entry's. Provenance: union. Metadata: the
+    earlier entry's, filled in with keys only the later one has, plus
+    ``merged_from``.
+    """
+    new_id = merged_entry_id(a.id, b.id)
+    links = tuple(dict.fromkeys(l for l in (*a.links, *b.links) if l not in (a.id, b.id, new_id)))
+    metadata = {**dict(b.metadata), **dict(a.metadata), "merged_from": [a.id, b.id]}
+    return Entry(
+        id=new_id,
+        content=content,
+        keywords=tuple(dict.fromkeys(keywords)) or tuple(dict.fromkeys((*a.keywords, *b.keywords))),
+        links=links,
+        timestamps=tuple(dict.fromkeys((*a.timestamps, *b.timestamps))),
+        metadata=metadata,
+        provenance=tuple(dict.fromkeys((*a.provenance, *b.provenance))),
+    )
+
+
+class Compressor:
+    """Compress one store to a budget with one method.
+
+    ``encoder`` embeds entries (and merged entries); ``method`` is a name from
+    the method registry (``memrefine``, ...) or a :class:`Method`;
+    ``merger`` writes merged entries. ``progress`` is called after every
+    decision with a :class:`Progress`.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        encoder: "Encoder",
+        method: str | Method = "memrefine",
+        merger: "Merger | None" = None,
+        metric: str = "json",
+        mode: str = "paper",
+        k: int = 16,
+        progress: Callable[[Progress], None] | None = None,
+        method_options: dict[str, Any] | None = None,
+    ) -> None:
+        if metric not in METRICS:
+            raise BudgetError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+        if mode not in MODES:
+            raise BudgetError(f"unknown budget mode {mode!r}; use one of {', '.join(MODES)}")
+        self.store = store
+        self.encoder = encoder
+        self.method = method if isinstance(method, Method) else get_method(method, **(method_options or {}))
+        self.merger = merger
+        self.metric = metric
+        self.mode = mode
+        self.k = k
+        self.progress = progress
+        self._session_start_size: int | None = None
+
+    # --- budget --------------------------------------------------------------
+
+    def target_bytes(self, *, budget: float | None = None, budget_bytes: int | None = None) -> int:
+        """Validate a budget (ratio of the current size, or bytes) and return it in bytes.
+
+        Raises :class:`BudgetError` for a malformed budget, or one below what
+        any compression can reach (smaller than the smallest single entry).
+        """
+        if (budget is None) == (budget_bytes is None):
+            raise BudgetError("give exactly one of a budget ratio or a budget in bytes")
+        if budget is not None:
+            if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 1:
+                raise BudgetError(f"budget ratio must be in (0, 1], got {budget!r}")
+        elif isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int) or budget_bytes <= 0:
+            raise BudgetError(f"budget in bytes must be a positive integer, got {budget_bytes!r}")
+        current = self.store.size(self.metric)
+        if self.metric == "disk":
+            # Embeddings are part of the disk size; a ratio is of the store as
+            # it will be compressed, with every entry embedded.
+            missing = len(self.store) - self.store.stats().embedded
+            current += missing * self.encoder.dim * 4
+        target = int(current * budget) if budget is not None else int(budget_bytes)  # type: ignore[arg-type]
+        floor = self._floor()
+        if len(self.store) and target < floor:
+            raise BudgetError(
+                f"budget of {target:,} bytes ({self.metric}) is below what is possible: the smallest "
+                f"store that still holds one entry takes {floor:,} bytes"
+            )
+        return target
+
+    def _floor(self) -> int:
+        if self.metric == "json":
+            return self.store.min_entry_json_bytes()
+        return self.store.min_disk_bytes(embedding_bytes=self.encoder.dim * 4)
+
+    # --- the loop ------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        budget: float | None = None,
+        budget_bytes: int | None = None,
+        resume: bool = False,
+        max_decisions: int | None = None,
+    ) -> CompressionReport:
+        """Compress to the budget; continue an interrupted run if there is one.
+
+        An interrupted run with the same method, metric, mode and budget is
+        continued automatically (its recorded byte target is kept, so the
+        result is the same as an uninterrupted run). ``resume=True``
+        continues it whatever budget was given now. ``max_decisions`` stops
+        early (the run stays resumable).
+        """
+        with RunLock(self.store.path):
+            return self._run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
+
+    def _run(self, *, budget, budget_bytes, resume, max_decisions) -> CompressionReport:
+        store, journal = self.store, self.store.journal
+        clock: Counter[str] = Counter()
+        args = {"method": self.method.name, "metric": self.metric, "mode": self.mode,
+                "budget": budget, "budget_bytes": budget_bytes}
+        unfinished = journal.unfinished_run()
+        if unfinished is not None:
+            recorded = {k: unfinished.params.get(k) for k in args}
+            if not resume and recorded != args:
+                raise MemRefineError(
+                    f"run {unfinished.run_id} on this store was interrupted ({_describe(recorded)}); "
+                    f"rerun with the same arguments or --resume to finish it, or `memrefine undo "
+                    f"{unfinished.run_id}` to roll it back"
+                )
+            if unfinished.params.get("method") != self.method.name:
+                raise MemRefineError(
+                    f"run {unfinished.run_id} was started with method {unfinished.params.get('method')!r}; "
+                    "resume it with that method"
+                )
+            self.metric, self.mode = unfinished.params["metric"], unfinished.params["mode"]
+            run_id, target, step = unfinished.run_id, int(unfinished.params["target_bytes"]), unfinished.cursor
+            before = unfinished.params["before"]
+        elif resume:
+            raise MemRefineError("there is no interrupted run to resume on this store")
+        else:
+            target = self.target_bytes(budget=budget, budget_bytes=budget_bytes)
+            before = self._sizes()
+            run_id, step = None, 0
+
+        t = time.perf_counter()
+        store.ensure_embeddings(self.encoder)
+        clock["embed"] += time.perf_counter() - t
+
+        if run_id is None:
+            if store.size(self.metric) <= target:
+                return self._report(None, target, before, "already within budget", Counter(), Counter(), 0, clock)
+            run_id = journal.start_run(
+                self.method.name, {**args, "target_bytes": target, "before": before, "k": self.k,
+                                   "encoder": self.encoder.model_id, **self.method.describe()},
+            )
+
+        from .pairs import PairQueue
+
+        t = time.perf_counter()
+        ids, vectors = store.embeddings(model_id=self.encoder.model_id)
+        queue = PairQueue(ids, vectors, k=self.k, excluded=journal.preserved_pairs())
+        clock["pairs"] += time.perf_counter() - t
+        self.method.prepare(store)
+
+        actions: Counter[str] = Counter()
+        sources: Counter[str] = Counter()
+        for d in journal.decisions(run_id):  # a resumed run reports the whole run
+            actions[d.action] += 1
+            sources[d.source] += 1
+        llm_calls_before = self.method.llm_calls
+        started, done_here = time.perf_counter(), 0
+        self._session_start_size = store.size(self.metric)
+        stop = "budget met"
+        while store.size(self.metric) > target:
+            if max_decisions is not None and done_here >= max_decisions:
+                stop = "stopped after max_decisions (resumable)"
+                break
+            t = time.perf_counter()
+            pair = queue.pop()
+            clock["pairs"] += time.perf_counter() - t
+            if pair is None:
+                stop = "no candidate pair left"
+                break
+            action, source = self._decide_and_apply(run_id, step, pair, queue, clock)
+            actions[action] += 1
+            sources[source] += 1
+            step += 1
+            done_here += 1
+            self._tick(step, target, actions, started, done_here)
+        else:
+            stop = "budget met"
+
+        if store.size(self.metric) > target and stop == "no candidate pair left" and self.mode == "strict":
+            step = self._evict(run_id, step, target, actions, sources)
+            stop = "budget met by eviction (strict mode)"
+
+        if not stop.startswith("stopped"):
+            llm = self.method.llm_calls - llm_calls_before
+            report = self._report(run_id, target, before, stop, actions, sources, llm, clock,
+                                  resumed=unfinished is not None)
+            journal.finish_run(run_id, report.as_dict())
+            return report
+        return self._report(run_id, target, before, stop, actions, sources,
+                            self.method.llm_calls - llm_calls_before, clock, resumed=unfinished is not None)
+
+    def _decide_and_apply(self, run_id, step, pair, queue, clock) -> tuple[str, str]:
+        store, journal = self.store, self.store.journal
+        a_id, b_id, sim = pair
+        a, b = store.get(a_id), store.get(b_id)
+        t = time.perf_counter()
+        decision = self.method.decide(PairContext(a=a, b=b, similarity=sim, store=store))
+        latency = (time.perf_counter() - t) * 1000
+        clock["judge"] += latency / 1000
+        t = time.perf_counter()
+        if decision.action == "delete":
+            target_id = a_id if decision.target == "a" else b_id
+            journal.apply_delete(run_id, step, pair, target_id, source=decision.source, reason=decision.reason,
+                                 metric=self.metric, latency_ms=latency)
+            queue.remove(target_id)
+            clock["apply"] += time.perf_counter() - t
+            return "delete", decision.source
+        if decision.action == "merge":
+            merged = self._merge(a, b, decision.merge_instruction, clock)
+            if merged is not None:
+                t = time.perf_counter()
+                vec = self.encoder.embed([merged.content])[0]
+                clock["embed"] += time.perf_counter() - t
+                t = time.perf_counter()
+                journal.apply_merge(run_id, step, pair, merged, vec, self.encoder.model_id, source=decision.source,
+                                    reason=decision.reason, merge_instruction=decision.merge_instruction,
+                                    metric=self.metric, latency_ms=latency)
+                queue.remove(a_id)
+                queue.remove(b_id)
+                queue.add(merged.id, vec)
+                clock["apply"] += time.perf_counter() - t
+                return "merge", decision.source
+            decision_reason = f"merge could not keep every fact; preserved ({decision.reason})"
+            journal.apply_preserve(run_id, step, pair, source="fallback", reason=decision_reason,
+                                   metric=self.metric, latency_ms=latency)
+            clock["apply"] += time.perf_counter() - t
+            return "preserve", "fallback"
+        journal.apply_preserve(run_id, step, pair, source=decision.source, reason=decision.reason,
+                               metric=self.metric, latency_ms=latency)
+        clock["apply"] += time.perf_counter() - t
+        return "preserve", decision.source
+
+    def _merge(self, a: Entry, b: Entry, instruction: str, clock: Counter[str]) -> Entry | None:
+        if self.merger is None:
+            raise MemRefineError(f"method {self.method.name!r} decided to merge but no merger was given")
+        t = time.perf_counter()
+        try:
+            out = self.merger.merge(a.content, b.content, instruction)
+        except MergeOutputError:
+            return None  # the safe fallback: keep both entries
+        finally:
+            clock["merge"] += time.perf_counter() - t
+        return build_merged_entry(a, b, content=out.content, keywords=tuple(out.keywords))
+
+    def _evict(self, run_id: str, step: int, target: int, actions: Counter[str], sources: Counter[str]) -> int:
+        """Strict mode: evict in value order (see module docstring) until the budget holds.
+
+        The most valuable entry that fits the budget on its own is never
+        evicted, so the loop always ends at or under a budget that passed
+        :meth:`target_bytes`.
+        """
+        from .facts import is_filler
+
+        degree = self.store.link_degrees()
+        order = sorted(
+            ((0 if is_filler(e.content) else 1, degree.get(e.id, 0), self.store.seq_of(e.id), e.id)
+             for e in self.store.entries())
+        )
+        keeper = next((key[3] for key in reversed(order)
+                       if self.store.solo_size(key[3], self.metric) <= target), None)
+        for filler_rank, deg, _seq, entry_id in order:
+            if self.store.size(self.metric) <= target:
+                break
+            if entry_id == keeper:
+                continue
+            why = ("pure filler" if filler_rank == 0 else "least valuable left") + f", {deg} links"
+            self.store.journal.apply_evict(run_id, step, entry_id, reason=f"strict budget: {why}", metric=self.metric)
+            actions["evict"] += 1
+            sources["evict"] += 1
+            step += 1
+        return step
+
+    # --- reporting -----------------------------------------------------------
+
+    def _sizes(self) -> dict[str, int]:
+        return {"entries": len(self.store), "json_bytes": self.store.json_bytes(), "disk_bytes": self.store.disk_bytes()}
+
+    def _tick(self, step: int, target: int, actions: Counter[str], started: float, done: int) -> None:
+        if self.progress is None:
+            return
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        size = self.store.size(self.metric)
+        if self._session_start_size is None:
+            self._session_start_size = size
+        removed = self._session_start_size - size
+        # ETA from the rate bytes have been leaving the store so far: rough
+        # (preserves remove nothing), but it is what a user waiting wants.
+        eta = (size - target) / (removed / elapsed) if removed > 0 and size > target else None
+        self.progress(Progress(step=step, size=size, target=target, counts=dict(actions),
+                               pairs_per_s=done / elapsed, eta_s=eta))
+
+    def _report(self, run_id, target, before, stop, actions, sources, llm_calls, clock, *, resumed=False):
+        after = self._sizes()
+        return CompressionReport(
+            run_id=run_id, method=self.method.name, metric=self.metric, mode=self.mode, target_bytes=target,
+            before=before, after=after, budget_met=after[f"{self.metric}_bytes"] <= target, stop_reason=stop,
+            actions=dict(actions), sources=dict(sources), llm_calls=llm_calls, decisions=sum(actions.values()),
+            resumed=resumed, seconds={k: round(v, 3) for k, v in clock.items()},
+        )
+
+
+def _describe(params: dict[str, Any]) -> str:
+    budget = f"budget {params['budget']}" if params.get("budget") is not None else f"{params.get('budget_bytes')} bytes"
+    return f"method {params.get('method')}, {budget}, metric {params.get('metric')}, mode {params.get('mode')}"

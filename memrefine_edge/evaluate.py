@@ -1,0 +1,597 @@
+"""The LoCoMo evaluation harness: the paper's storage-utility table (Table 1), measured locally.
+
+For each LoCoMo sample the harness builds the memory store once (cached in
+``OUT/cache``, embeddings included), measures it uncompressed (the *base*),
+then compresses a copy per method and budget and measures each copy:
+
+* **storage**: entries, bytes in both metrics, realized ratios against the
+  base, compression seconds and LLM calls (judge + merge);
+* **evidence recall@k** (no LLM): each question's top-k memories by cosine
+  similarity (the store's default retriever; every question is embedded
+  once per sample and scored in numpy against each copy's embedding
+  matrix); recall is the share of the question's evidence ``dia_id``s found
+  in the provenance of the retrieved entries. Stores without provenance
+  (``text``) have no recall;
+* **QA token F1 / EM**: an :class:`Answerer` answers from the top-k memories,
+  scored with :func:`memrefine_edge.metrics.score_qa` (``strict=False``).
+
+``chain=True`` compresses one copy through the budgets in descending order
+and measures it at each: the engine proposes the exact global argmax pair
+from the live store and stops as soon as the size is within the target, so
+the store at budget ``b`` is the one an independent run to ``b`` ends with
+(up to LLM numerical noise), at a fraction of the cost.
+
+When a method's recall at ``attribution_budget`` falls more than
+``attribution_drop`` below base, :func:`attribute_loss` says where the
+evidence went, from the store's audit log.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import sqlite3
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import MemRefineError
+from .metrics import CATEGORY_NAMES, score_qa
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .encoder import Encoder
+    from .journal import DecisionRecord
+    from .merger import Merger
+    from .methods import Method
+    from .store import MemoryStore
+
+__all__ = [
+    "EvalError", "Answerer", "LlamaAnswerer", "EvalConfig", "Question", "STORE_KINDS",
+    "evidence_ids", "load_questions", "stratified_sample", "top_k", "recall_of", "attribute_loss",
+    "validate_config", "run_eval", "MethodFactory",
+]
+
+STORE_KINDS: Mapping[str, str] = {"turns": "locomo-turns", "observations": "locomo-observations", "text": "text"}
+#: Built with (method name, config) -> (method, merger or None).
+MethodFactory = Callable[[str, "EvalConfig"], "tuple[Method, Merger | None]"]
+_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+
+
+class EvalError(MemRefineError, ValueError):
+    """Bad evaluation input (missing file, unknown sample or method, budget outside (0, 1])."""
+
+
+# --- answering ------------------------------------------------------------------------------
+
+
+class Answerer(abc.ABC):
+    """Answers a question from retrieved memories: one abstract method."""
+
+    @abc.abstractmethod
+    def answer(self, question: str, memories: Sequence[str]) -> str:
+        """A short answer to ``question`` from ``memories`` (best first)."""
+
+    def describe(self) -> str:
+        """What to record in results.json about this answerer."""
+        return type(self).__name__
+
+
+_ANSWER_SYSTEM = (
+    "You answer questions about a long conversation using only the memories given. "
+    "Reply with a short answer phrase (a few words, a name or a date), no explanation. "
+    "If the memories do not contain the answer, reply exactly: No information available."
+)
+
+
+class LlamaAnswerer(Answerer):
+    """A local GGUF answer model (the shared llama.cpp loader); temperature 0, short answers."""
+
+    def __init__(self, *, model_path: str | os.PathLike[str] | None = None, n_threads: int = 1,
+                 n_ctx: int = 2048, max_tokens: int = 32, memory_chars: int = 600, seed: int = 1234) -> None:
+        self.model_path, self.n_threads, self.n_ctx = model_path, n_threads, n_ctx
+        self.max_tokens, self.memory_chars, self.seed = max_tokens, memory_chars, seed
+        self.calls = 0
+
+    def describe(self) -> str:
+        """Model path and decoding settings."""
+        return f"LlamaAnswerer({self.model_path or 'bundled SmolLM2-135M'}, max_tokens={self.max_tokens}, temp 0)"
+
+    def answer(self, question: str, memories: Sequence[str]) -> str:
+        """Generate the answer; memories that do not fit the context are dropped from the end."""
+        from .llm import chat_prompt, load_llama, tokenize
+
+        llm = load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
+        mems = [m[: self.memory_chars] for m in memories]
+        while True:
+            listing = "\n".join(f"- {m}" for m in mems) or "(none)"
+            user = f"Memories:\n{listing}\n\nQuestion: {question}\nShort answer:"
+            tokens = tokenize(llm, chat_prompt(llm, [{"role": "system", "content": _ANSWER_SYSTEM},
+                                                     {"role": "user", "content": user}]))
+            if len(tokens) + self.max_tokens <= self.n_ctx or not mems:
+                break
+            mems = mems[:-1]  # the lowest-ranked memory goes first
+        self.calls += 1
+        out = llm.create_completion(tokens, max_tokens=self.max_tokens, temperature=0.0, top_k=1, seed=self.seed,
+                                    stop=["<|im_end|>", "\n"])
+        return str(out["choices"][0]["text"]).strip()
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalConfig:
+    """Everything one evaluation run depends on (recorded in results.json)."""
+
+    data: Path
+    out: Path
+    samples: tuple[str, ...] | None = None
+    store: str = "turns"
+    methods: tuple[str, ...] = ("memrefine", "rulesim", "rulepr")
+    budgets: tuple[float, ...] = (1.0, 0.7, 0.6, 0.5, 0.4, 0.3)
+    qa: bool = True
+    qa_limit: int | None = None
+    k: int = 10
+    seed: int = 0
+    threads: int = 1
+    chain: bool = False
+    metric: str = "json"
+    mode: str = "paper"
+    merger: str = "llm"  # "llm" (the merge model) or "concat" (deterministic, no LLM)
+    judge_model: str | None = None
+    answer_model: str | None = None
+    encoder_model: str | None = None
+    text_dir: Path | None = None
+    attribution_budget: float = 0.5
+    attribution_drop: float = 0.02
+    keep_stores: bool = False
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One LoCoMo question: its position in the sample's ``qa`` list, category and evidence ids."""
+
+    index: int
+    text: str
+    category: int
+    evidence: frozenset[str]
+    record: Mapping[str, Any] = field(repr=False, compare=False)
+
+
+def evidence_ids(raw: Iterable[Any]) -> frozenset[str]:
+    """Normalised evidence dia_ids: ``"D8:6; D9:17"`` splits, ``"D:11:26"`` reads as ``D11:26``."""
+    out: set[str] = set()
+    for item in raw or ():
+        if isinstance(item, str):
+            out.update(f"D{a}:{b}" for a, b in _EVIDENCE.findall(item))
+    return frozenset(out)
+
+
+def _load_samples(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise EvalError(f"no LoCoMo file at {path}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EvalError(f"{path} is not a readable LoCoMo JSON file: {exc}") from exc
+    samples = data if isinstance(data, list) else [data]
+    if not all(isinstance(s, dict) and isinstance(s.get("sample_id"), str) and isinstance(s.get("qa"), list)
+               for s in samples):
+        raise EvalError(f"{path} is not a LoCoMo file (expected a list of samples with 'sample_id' and 'qa')")
+    return samples
+
+
+def load_questions(sample: Mapping[str, Any]) -> list[Question]:
+    """The sample's questions with a known category, in file order."""
+    out = []
+    for i, rec in enumerate(sample.get("qa", [])):
+        if isinstance(rec, dict) and rec.get("category") in CATEGORY_NAMES and isinstance(rec.get("question"), str):
+            out.append(Question(i, rec["question"], int(rec["category"]), evidence_ids(rec.get("evidence")), rec))
+    return out
+
+
+def stratified_sample(questions: Sequence[Question], limit: int | None, *, seed: int, key: str = "") -> list[Question]:
+    """At most ``limit`` questions, stratified by category (largest remainder), reproducible.
+
+    Each category gets its proportional share (every present category at
+    least one while ``limit`` allows); within a category the questions are
+    drawn with a ``random.Random`` seeded by ``(seed, key, category)``. The
+    result keeps file order.
+    """
+    if limit is None or limit >= len(questions):
+        return list(questions)
+    groups: dict[int, list[Question]] = defaultdict(list)
+    for q in questions:
+        groups[q.category].append(q)
+    cats = sorted(groups)
+    exact = {c: limit * len(groups[c]) / len(questions) for c in cats}
+    quota = {c: min(len(groups[c]), max(1 if limit >= len(cats) else 0, int(exact[c]))) for c in cats}
+    # Largest remainders fill what is left, ties by category id: deterministic.
+    for c in sorted(cats, key=lambda c: (-(exact[c] - int(exact[c])), c)) * limit:
+        if sum(quota.values()) >= limit:
+            break
+        if quota[c] < len(groups[c]):
+            quota[c] += 1
+    while sum(quota.values()) > limit:  # the minimum of one can overshoot: trim the largest
+        quota[max(cats, key=lambda c: (quota[c], -c))] -= 1
+    chosen: list[Question] = []
+    for c in cats:
+        rng = random.Random(f"{seed}:{key}:{c}")
+        chosen.extend(rng.sample(groups[c], quota[c]))
+    return sorted(chosen, key=lambda q: q.index)
+
+
+def _methods_known(extra: Iterable[str]) -> list[str]:
+    from . import baselines  # noqa: F401  (registers rulesim / rulepr)
+    from .methods import method_names
+
+    return sorted(set(method_names()) | set(extra))
+
+
+def validate_config(config: EvalConfig, *, known_methods: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Check the whole configuration before anything is written; returns the selected samples."""
+    if config.store not in STORE_KINDS:
+        raise EvalError(f"unknown store kind {config.store!r}; use one of {', '.join(STORE_KINDS)}")
+    if not config.budgets:
+        raise EvalError("give at least one budget")
+    for b in config.budgets:
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 1:
+            raise EvalError(f"budget must be in (0, 1], got {b!r}")
+    if not config.methods:
+        raise EvalError("give at least one method")
+    known = _methods_known(known_methods)
+    for m in config.methods:
+        if m not in known:
+            raise EvalError(f"unknown method {m!r}; known: {', '.join(known)}")
+    if config.qa_limit is not None and config.qa_limit < 1:
+        raise EvalError(f"--qa-limit must be at least 1, got {config.qa_limit}")
+    if config.k < 1 or config.threads < 1 or config.merger not in ("llm", "concat"):
+        raise EvalError(f"k and threads must be >= 1 and merger llm or concat (got {config.merger!r})")
+    if config.out.exists() and not config.out.is_dir():
+        raise EvalError(f"--out {config.out} is a file, not a directory")
+    samples = _load_samples(config.data)
+    by_id = {s["sample_id"]: s for s in samples}
+    wanted = config.samples or tuple(by_id)
+    missing = [s for s in wanted if s not in by_id]
+    if missing:
+        raise EvalError(f"no sample {missing[0]!r} in {config.data.name} (it has: {', '.join(by_id)})")
+    if config.store == "text":
+        for sid in wanted:
+            if not _text_path(config, sid).is_file():
+                raise EvalError(f"the text store needs {_text_path(config, sid)} (set --text-dir)")
+    return [by_id[s] for s in wanted]
+
+
+def _text_path(config: EvalConfig, sample_id: str) -> Path:
+    return (config.text_dir or config.data.parent / "mem0-style-stores") / f"{sample_id}.txt"
+
+
+# --- stores -------------------------------------------------------------------------------------
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("memrefine-edge")
+    except Exception:  # pragma: no cover - running from a source tree without metadata
+        return "0+unknown"
+
+
+def _copy_db(src: Path, dst: Path) -> None:
+    """A consistent copy through SQLite's backup API (WAL contents included)."""
+    source, target = sqlite3.connect(f"file:{src}?mode=ro", uri=True), sqlite3.connect(str(dst))
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
+
+
+def base_store(config: EvalConfig, sample_id: str, encoder: "Encoder", cache: Path) -> Path:
+    """The cached, embedded base store of one sample (built once, atomically)."""
+    from .importers import import_file
+    from .store import MemoryStore
+
+    key = hashlib.sha256(f"{config.data.resolve()}|{config.data.stat().st_size}|{encoder.model_id}".encode())
+    path = cache / f"{sample_id}-{config.store}-v{_version()}-{key.hexdigest()[:10]}.db"
+    if path.exists():
+        return path
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".building")
+    tmp.unlink(missing_ok=True)
+    with MemoryStore(tmp) as store:
+        if config.store == "text":
+            import_file(store, _text_path(config, sample_id), format="text")
+        else:
+            import_file(store, config.data, format=STORE_KINDS[config.store], sample_id=sample_id)
+        store.ensure_embeddings(encoder)
+    for suffix in ("-wal", "-shm"):
+        Path(str(tmp) + suffix).unlink(missing_ok=True)
+    os.replace(tmp, path)
+    return path
+
+
+# --- retrieval and recall -------------------------------------------------------------------------
+
+
+def top_k(matrix: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """Row indices of the ``k`` best entries per query: cosine, ties by insertion order (as ``store.search``)."""
+    if matrix.shape[0] == 0:
+        return np.zeros((queries.shape[0], 0), dtype=np.int64)
+    scores = queries @ matrix.T
+    return np.argsort(-scores, axis=1, kind="stable")[:, : min(k, matrix.shape[0])]
+
+
+def recall_of(evidence: frozenset[str], provenance: Iterable[Iterable[str]]) -> float:
+    """Share of ``evidence`` found in the union of the retrieved entries' provenance."""
+    found = evidence & {p for prov in provenance for p in prov}
+    return len(found) / len(evidence) if evidence else float("nan")
+
+
+@dataclass
+class _View:
+    """One measured store: retrieval order and provenance, read once."""
+
+    ids: list[str]
+    contents: list[str]
+    provenance: list[frozenset[str]]
+    top: np.ndarray
+
+    def found(self, qi: int, evidence: frozenset[str]) -> frozenset[str]:
+        return evidence & frozenset().union(*(self.provenance[i] for i in self.top[qi]))
+
+
+def _view(store: "MemoryStore", encoder: "Encoder", q_emb: np.ndarray, k: int) -> _View:
+    store.ensure_embeddings(encoder)
+    ids, matrix = store.embeddings(model_id=encoder.model_id)
+    entries = {e.id: e for e in store.entries()}
+    contents = [(f"[{entries[i].timestamp}] " if entries[i].timestamp else "") + entries[i].content for i in ids]
+    return _View(ids, contents, [frozenset(entries[i].provenance) for i in ids], top_k(matrix, q_emb, k))
+
+
+def _recall(view: _View, questions: Sequence[Question], has_prov: bool) -> tuple[dict[str, Any] | None, list[frozenset[str]]]:
+    found = [view.found(i, q.evidence) for i, q in enumerate(questions)]
+    if not has_prov:
+        return None, found
+    sums: Counter[int] = Counter()
+    counts: Counter[int] = Counter()
+    for q, f in zip(questions, found):
+        if q.evidence:
+            sums[q.category] += len(f) / len(q.evidence)
+            counts[q.category] += 1
+    by_cat = {str(c): {"sum": sums[c], "n": counts[c]} for c in sorted(counts)}
+    return {"sum": sum(sums.values()), "n": sum(counts.values()), "by_category": by_cat}, found
+
+
+def _qa(view: _View, questions: Sequence[Question], chosen: Sequence[int], answerer: Answerer) -> dict[str, Any]:
+    f1: Counter[int] = Counter()
+    em: Counter[int] = Counter()
+    n: Counter[int] = Counter()
+    for qi in chosen:
+        q = questions[qi]
+        pred = answerer.answer(q.text, [view.contents[i] for i in view.top[qi]])
+        s = score_qa(q.record, pred, strict=False)
+        f1[s.category] += s.f1
+        em[s.category] += int(s.em)
+        n[s.category] += 1
+    by_cat = {str(c): {"f1_sum": f1[c], "em_sum": em[c], "n": n[c]} for c in sorted(n)}
+    return {"f1_sum": sum(f1.values()), "em_sum": sum(em.values()), "n": sum(n.values()), "by_category": by_cat}
+
+
+# --- evidence-loss attribution -----------------------------------------------------------------------
+
+
+def attribute_loss(questions: Sequence[Question], base_found: Sequence[frozenset[str]],
+                   found: Sequence[frozenset[str]], decisions: Sequence["DecisionRecord"],
+                   base_provenance: Mapping[str, frozenset[str]], live_ids: Iterable[str]) -> dict[str, Any]:
+    """Where evidence that base retrieved in the top-k went after compression.
+
+    A question *lost* evidence when an id retrieved at base is not retrieved
+    now. For each lost id the audit log is replayed (a merged entry's
+    provenance is the union of its sources, as the engine builds it) and
+    every decision that removed an entry carrying one is counted once by
+    ``action/source``; each id's *fate* is ``deleted``/``evicted`` (no live entry
+    carries it; the last removal's source), ``merged, outranked`` (a merged
+    entry carries it but is not retrieved) or ``kept, outranked``.
+    """
+    lost_q = [(q, b - f) for q, b, f in zip(questions, base_found, found) if b - f]
+    lost_ids = {e for _, ids in lost_q for e in ids}
+    prov = dict(base_provenance)
+    made_by: dict[str, str] = {}
+    touching: dict[tuple[str, int], str] = {}
+    last_removal: dict[str, str] = {}
+    for d in decisions:
+        for rid in d.removed_ids:
+            for e in prov.get(rid, frozenset()) & lost_ids:
+                touching[(d.run_id, d.step)] = f"{d.action}/{d.source}"
+                if d.action in ("delete", "evict"):
+                    last_removal[e] = f"{'deleted' if d.action == 'delete' else 'evicted'} ({d.source})"
+        if d.action == "merge":
+            for cid in d.created_ids:
+                prov[cid] = frozenset().union(*(prov.get(r, frozenset()) for r in d.removed_ids))
+                made_by[cid] = d.source
+    # A live original carrier means the entry was untouched and simply outranked;
+    # otherwise a live merged carrier means the fact survived inside a merge.
+    kept: set[str] = set()
+    merged_into: dict[str, str] = {}
+    for eid in live_ids:
+        for e in prov.get(eid, frozenset()) & lost_ids:
+            if eid in base_provenance:
+                kept.add(e)
+            else:
+                merged_into.setdefault(e, made_by.get(eid, "?"))
+    fate: dict[str, str] = {}
+    for e in lost_ids:
+        if e in kept:
+            fate[e] = "kept, outranked"
+        elif e in merged_into:
+            fate[e] = f"merged ({merged_into[e]}), outranked"
+        else:
+            fate[e] = last_removal.get(e, "removed (unknown)")
+    by_cat: dict[str, Counter[str]] = defaultdict(Counter)
+    for q, ids in lost_q:
+        by_cat[str(q.category)]["questions"] += 1
+        for e in ids:  # per (question, lost id): a shared id counts for each question that needed it
+            by_cat[str(q.category)][fate[e]] += 1
+    return {
+        "questions_lost": len(lost_q), "evidence_ids_lost": len(lost_ids),
+        "fate": dict(Counter(fate[e] for e in lost_ids)),
+        "by_decision": dict(Counter(touching.values())),
+        "by_category": {c: dict(v) for c, v in sorted(by_cat.items())},
+    }
+
+
+# --- the run -----------------------------------------------------------------------------------------
+
+
+def _default_factory(name: str, config: EvalConfig) -> "tuple[Method, Merger | None]":
+    from .merger import GuardedMerger, LlamaMerger
+    from .methods import get_method
+
+    merger = GuardedMerger(LlamaMerger(config.judge_model, n_threads=config.threads)
+                           if config.merger == "llm" else None)
+    if name == "memrefine":
+        from .judge import GuardedJudge, LlamaJudge
+
+        return get_method(name, judge=GuardedJudge(LlamaJudge(config.judge_model, n_threads=config.threads))), merger
+    _methods_known(())
+    return get_method(name), merger
+
+
+def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_factory: MethodFactory | None = None,
+             extra_methods: Iterable[str] = (), answerer: Answerer | None = None,
+             log: Callable[[str], None] = lambda m: print(m, file=sys.stderr, flush=True)) -> dict[str, Any]:
+    """Run the whole evaluation; write ``results.json``, ``report.md`` (and a PNG) into ``config.out``.
+
+    ``encoder``, ``method_factory`` (plus the names it knows, ``extra_methods``)
+    and ``answerer`` are injectable; the defaults are the bundled models.
+    Input is validated before anything is written. ``results.json`` and the
+    report are rewritten after each measurement, so a stopped run keeps them.
+    """
+    from .compressor import Compressor
+    from .report import machine_info, write_json, write_report
+    from .store import MemoryStore
+
+    samples = validate_config(config, known_methods=extra_methods)
+    budgets = sorted({float(b) for b in config.budgets if b < 1}, reverse=True)
+    factory = method_factory or _default_factory
+    if encoder is None:
+        from .encoder import OnnxEncoder
+
+        encoder = OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
+    if config.qa and answerer is None:
+        answerer = LlamaAnswerer(model_path=config.answer_model, n_threads=config.threads)
+    out = config.out
+    cache, work = out / "cache", out / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    cfg = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
+    results: dict[str, Any] = {
+        "config": cfg, "command": config.command, "machine": machine_info(_version()), "encoder": encoder.model_id,
+        "answerer": answerer.describe() if (config.qa and answerer) else None, "budgets": budgets,
+        "has_recall": config.store != "text", "category_names": {str(c): n for c, n in CATEGORY_NAMES.items()},
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "samples": {},
+    }
+    t0 = time.perf_counter()
+    for sample in samples:
+        sid = sample["sample_id"]
+        questions = load_questions(sample)
+        chosen_q = stratified_sample(questions, config.qa_limit, seed=config.seed, key=sid) if config.qa else []
+        pos = {q.index: i for i, q in enumerate(questions)}
+        chosen = [pos[q.index] for q in chosen_q]
+        log(f"[{time.perf_counter() - t0:7.1f}s] {sid}: building/loading the {config.store} store")
+        base_path = base_store(config, sid, encoder, cache)
+        q_emb = encoder.embed([q.text for q in questions]) if questions else np.zeros((0, encoder.dim), np.float32)
+        has_prov = config.store != "text"
+
+        def measure(store: MemoryStore, label: str) -> tuple[dict[str, Any], list[frozenset[str]], _View]:
+            view = _view(store, encoder, q_emb, config.k)
+            recall, found = _recall(view, questions, has_prov)
+            qa = None
+            if config.qa and answerer is not None and chosen:
+                log(f"[{time.perf_counter() - t0:7.1f}s] {sid} {label}: answering {len(chosen)} questions")
+                qa = _qa(view, questions, chosen, answerer)
+            sizes = {"entries": len(store), "json_bytes": store.json_bytes(), "disk_bytes": store.disk_bytes()}
+            return {**sizes, "recall": recall, "qa": qa}, found, view
+
+        with MemoryStore(base_path, create=False) as store:
+            base, base_found, _ = measure(store, "base")
+            base_prov = {e.id: frozenset(e.provenance) for e in store.entries()}
+        srec: dict[str, Any] = {"questions": len(questions), "with_evidence": sum(bool(q.evidence) for q in questions),
+                                "qa_questions": [q.index for q in chosen_q], "base": base, "methods": {}}
+        results["samples"][sid] = srec
+        for name in config.methods:
+            runs: dict[str, Any] = {}
+            srec["methods"][name] = runs
+            chain_path = work / f"{sid}-{name}.db"
+            cum_s, cum_llm = 0.0, 0
+            for bi, b in enumerate(budgets):
+                path = chain_path if config.chain else work / f"{sid}-{name}-{b:g}.db"
+                if bi == 0 or not config.chain:  # a fresh copy and fresh method state per compression
+                    path.unlink(missing_ok=True)
+                    _copy_db(base_path, path)
+                    method, merger = factory(name, config)
+                    cum_s, cum_llm = 0.0, 0
+                log(f"[{time.perf_counter() - t0:7.1f}s] {sid} {name} budget {b:g}: compressing")
+                last = [time.perf_counter()]
+
+                def progress(p: Any, _name: str = name, _b: float = b) -> None:
+                    if time.perf_counter() - last[0] >= 30:
+                        last[0] = time.perf_counter()
+                        log(f"[{last[0] - t0:7.1f}s] {sid} {_name} budget {_b:g}: step {p.step}, "
+                            f"{p.size:,}/{p.target:,} B, {dict(p.counts)}")
+
+                merge_calls = int(getattr(merger, "stats", {}).get("llm_calls", 0))
+                with MemoryStore(path, create=False) as store:
+                    comp = Compressor(store, encoder=encoder, method=method, merger=merger, metric=config.metric,
+                                      mode=config.mode, progress=progress)
+                    started = time.perf_counter()
+                    rep = comp.run(budget_bytes=max(1, int(base[f"{config.metric}_bytes"] * b)))
+                    secs = time.perf_counter() - started
+                    llm = rep.llm_calls + int(getattr(merger, "stats", {}).get("llm_calls", 0)) - merge_calls
+                    cum_s, cum_llm = cum_s + secs, cum_llm + llm
+                    m, found, view = measure(store, f"{name} {b:g}")
+                    m.update(budget=b, ratio_json=m["json_bytes"] / base["json_bytes"],
+                             ratio_disk=m["disk_bytes"] / base["disk_bytes"], target_bytes=rep.target_bytes,
+                             budget_met=rep.budget_met, stop_reason=rep.stop_reason, actions=rep.actions,
+                             sources=rep.sources, seconds=round(secs, 3), llm_calls=llm,
+                             seconds_cumulative=round(cum_s, 3), llm_calls_cumulative=cum_llm)
+                    if has_prov and abs(b - config.attribution_budget) < 1e-9 and base["recall"]["n"]:
+                        drop = (base["recall"]["sum"] - m["recall"]["sum"]) / base["recall"]["n"]
+                        if drop > config.attribution_drop:
+                            m["attribution"] = attribute_loss(questions, base_found, found,
+                                                              store.journal.decisions(), base_prov, view.ids)
+                runs[f"{b:g}"] = m
+                log(f"[{time.perf_counter() - t0:7.1f}s] {sid} {name} budget {b:g}: ratio {m['ratio_json']:.3f}, "
+                    f"{m['entries']} entries, {secs:.1f}s, {llm} LLM calls"
+                    + (f", recall@{config.k} {m['recall']['sum'] / max(1, m['recall']['n']):.3f}" if has_prov else ""))
+                if not config.chain and not config.keep_stores:
+                    _cleanup(path)
+                results["elapsed_s"] = round(time.perf_counter() - t0, 1)
+                write_report(results, out, log=lambda _m: None)  # after every budget: a stopped run keeps it
+                write_json(out / "results.json", results)
+            if config.chain and not config.keep_stores:
+                _cleanup(chain_path)
+    results["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    results["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    write_report(results, out, log=log)
+    write_json(out / "results.json", results)
+    if not config.keep_stores:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def _cleanup(path: Path) -> None:
+    for p in (path, *(Path(f"{path}{x}") for x in ("-wal", "-shm", ".lock"))):
+        p.unlink(missing_ok=True)

@@ -1,0 +1,445 @@
+"""Facts in a memory entry: the extractor behind the judge's fast path and guards.
+
+Small judge models cannot be trusted to keep facts, so fact safety rests on
+this deterministic module: a delete is applied only when the facts of the
+entry to delete are covered by the entry that stays, and a merge only when
+the merged text carries the facts of both.
+
+The extractor (:func:`extract`) turns a text into a :class:`Facts`:
+
+* **speaker** -- a ``Name:`` prefix (``"Caroline: I went ..."``) is split off;
+  who said it is kept as a name fact.
+* **numbers** -- digit groups (``40``, ``3:30``, ``5K``, ``2023``) and number
+  words (``five`` -> ``5``); ordinals (``first``, ``1st``) -> ``#1``.
+* **dates** -- month and weekday names (``Sept``/``September`` -> ``september``)
+  and relative time words (``yesterday``, ``tonight``, ``last week``,
+  ``next month``, ``ago`` ...).
+* **names** -- capitalised words. A word that starts a sentence is a name
+  only when it is not a stopword, not a filler word, and does not look like
+  an ordinary word (``-ing``/``-ed``/``-ly``/``-tion`` ...); ``I`` never is.
+  *Vocatives* -- a name alone in a clause of greetings or thanks
+  (``"Thanks, Maria!"``, ``"Hey Gina, ..."``) -- are dropped: the addressee
+  is not a fact about the world.
+* **negation** -- ``not``, ``never``, ``no``, ``n't`` ... as one fact
+  (``"likes dogs"`` must not cover ``"doesn't like dogs"``).
+* **words** -- the remaining content words, lower-cased, without stopwords
+  or filler, stemmed lightly (``painted``/``painting``/``paints`` -> ``paint``,
+  ``stories`` -> ``story``).
+
+Names, numbers, dates and negation are *strict*: every one must be covered.
+Content words are *soft*: a share ``min_word_cover`` of them must be covered,
+because a paraphrase changes some words without changing the facts.
+
+**Filler** (:func:`is_filler`): text whose every clause holds only greeting,
+thanks, praise or small-talk words, stopwords and vocative names, and no
+number or date -- ``"Thanks, Jon! Appreciate your support!"``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = [
+    "Facts",
+    "extract",
+    "is_filler",
+    "normalise",
+    "strip_speaker",
+    "missing_facts",
+    "covers",
+    "fact_overlap",
+    "describe",
+    "surface_forms",
+    "stem",
+    "fact_sentences",
+    "RuleHit",
+    "fast_path",
+]
+
+_SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*)?):\s+")
+_CLAUSE = re.compile(r"[.!?;,:\n()\"\u2014\u2013]+|\s-\s|<3")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*|\d+(?:[.,:]\d+)*(?:st|nd|rd|th|k|K|s|am|pm|%)?")
+
+_STOP = frozenset("""
+a about above after again against all also am an and any are aren as at be because been before being
+below between both but by can could did do does doing don down during each few for from further had has
+have having he her here hers herself him himself his how i if in into is it its itself just let lets me
+more most my myself nor of off on once only or other our ours ourselves out over own same she should so
+some such than that the their theirs them themselves then there these they this those through to too
+under until up very was we were what when where which while who whom why will with would you your yours
+yourself yourselves im ive id ill youre youve youll hes shes weve were theyre theyve thats whats theres
+heres its lets gonna wanna gotta kinda sorta ya yall u ur thing things stuff something anything everything
+nothing someone anyone everyone one ones get got gets getting go goes going gone went make makes made
+making really much many lot lots bit quite pretty even still ever since though although however yet well
+like just also maybe perhaps sure s t d ll re ve m way ways actually usually always often already
+last next past coming previous
+""".split())
+
+# Greetings, thanks, praise and small talk: words that carry no fact on their own.
+_FILLER = frozenset("""
+hey hi hello hiya yo howdy bye goodbye later cya farewell thanks thank thx ty appreciate appreciated
+appreciating glad great good nice cool awesome amazing wow whoa oh ooh aw aww awww yeah yes yep yup yea
+totally absolutely definitely certainly indeed lol haha hahaha omg congrats congratulations welcome take
+care safe soon see seeing chat chatting talk talking catch hear hearing heard keep going kind words word
+mean means meant support supportive really so love loved lovely sounds sound fun wonderful fantastic
+happy proud sweet doing been new long time no see up right okay ok alright fine anytime bet luck
+best wishes wish cheers enjoy yourself too agree agreed exactly true tell glad helped help helps
+incredible beautiful gorgeous stunning adorable cute impressive brilliant terrific excellent perfect
+super neat sweet inspiring inspired inspiration motivating motivated motivation encouraging
+encouragement uplifting touching touched means meaningful wonderful grateful thankful blessed
+hope hoping hoped same happen happened happening whats hows wanted say saying said just lately recently
+always here there for you me us am again nothing much stay compliment compliments
+""".split()) - {"no"}
+
+# Words that mark a clause as an address to someone ("Thanks, Maria", "Bye Joanna").
+_VOCATIVE_CUES = frozenset("""
+hey hi hello hiya yo bye goodbye later thanks thank thx ty congrats congratulations wow whoa sure yes yeah yep
+yup agreed agree absolutely ok okay cool great nice awesome amazing dear go welcome cheers aw aww awww oh haha
+lol see care luck sounds love night morning
+""".split())
+
+_NEGATION = frozenset("not never no nor cannot cant dont doesnt didnt isnt wasnt arent werent wont "
+                      "wouldnt shouldnt couldnt hasnt havent hadnt neither nobody none nowhere".split())
+_MONTHS = {
+    "january": "january", "jan": "january", "february": "february", "feb": "february", "march": "march",
+    "april": "april", "apr": "april", "may": "may", "june": "june", "jun": "june", "july": "july",
+    "jul": "july", "august": "august", "aug": "august", "september": "september", "sep": "september",
+    "sept": "september", "october": "october", "oct": "october", "november": "november",
+    "nov": "november", "december": "december", "dec": "december",
+}
+_WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday weekend weekends".split())
+_RELATIVE = frozenset("yesterday today tonight tomorrow ago morning afternoon evening night "
+                      "christmas thanksgiving easter halloween summer winter spring autumn fall".split())
+_PERIOD = frozenset("week weeks month months year years weekend night day days".split())
+_REL_MOD = frozenset("last next this past coming previous".split())
+_NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
+    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13",
+    "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17", "eighteen": "18",
+    "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60",
+    "seventy": "70", "eighty": "80", "ninety": "90", "hundred": "100", "thousand": "1000",
+    "million": "1000000", "twice": "2", "once": "1", "dozen": "12", "half": "0.5",
+}
+_ORDINALS = {
+    "first": "#1", "second": "#2", "third": "#3", "fourth": "#4", "fifth": "#5", "sixth": "#6",
+    "seventh": "#7", "eighth": "#8", "ninth": "#9", "tenth": "#10",
+}
+# Capitalised sentence starts that look like ordinary words, not names.
+_COMMON_SUFFIX = re.compile(r"(ing|ed|ly|tion|ness|ment|ful|ous|ive|able|ible|est|ies)$")
+
+
+@lru_cache(maxsize=8192)
+def stem(word: str) -> str:
+    """Light suffix stripping so inflections of one word compare equal.
+
+    Not a real stemmer: it only has to map ``paint/paints/painted/painting``
+    and ``story/stories`` onto one key, deterministically.
+    """
+    w = word.lower().replace("\u2019", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    w = w.replace("'", "")
+    if len(w) <= 3:
+        return w
+    for suffix, repl in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""), ("ly", "")):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            if suffix == "s" and w.endswith("ss"):
+                break
+            w = w[: len(w) - len(suffix)] + repl
+            break
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
+        w = w[:-1]  # running -> runn -> run
+    if len(w) > 3 and w.endswith("e"):
+        w = w[:-1]  # bake / baked -> bak
+    return w
+
+
+_FILLER_STEMS = frozenset(stem(w) for w in _FILLER)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What :func:`extract` found in one text (all keys lower-case)."""
+
+    speaker: str | None
+    names: frozenset[str]
+    numbers: frozenset[str]
+    dates: frozenset[str]
+    negated: bool
+    words: frozenset[str]
+
+    @property
+    def strict(self) -> frozenset[str]:
+        """Facts that must each be covered (names, numbers, dates, negation)."""
+        neg = {"<not>"} if self.negated else set()
+        return self.names | self.numbers | self.dates | neg
+
+    @property
+    def empty(self) -> bool:
+        return not (self.strict or self.words)
+
+    def keys(self) -> frozenset[str]:
+        """Every fact key, for overlap measures."""
+        return self.strict | self.words
+
+
+def strip_speaker(text: str) -> tuple[str | None, str]:
+    """Split a ``Name: text`` prefix off; ``(None, text)`` when there is none."""
+    m = _SPEAKER.match(text)
+    if m and m.group(1).lower() not in _STOP:
+        return m.group(1), text[m.end():]
+    return None, text
+
+
+def normalise(text: str) -> str:
+    """Case-, punctuation- and whitespace-insensitive form used for duplicate tests."""
+    text = text.lower().replace("\u2019", "'")
+    text = re.sub(r"[^\w\s]", " ", text)
+    return " ".join(text.split())
+
+
+def _clauses(body: str) -> list[str]:
+    return [c.strip() for c in _CLAUSE.split(body) if c and c.strip()]
+
+
+def _is_cap(tok: str) -> bool:
+    return tok[:1].isupper()
+
+
+def _sentence_start_name(tok: str) -> bool:
+    low = tok.lower().replace("\u2019", "'").replace("'", "")
+    if low in _STOP or low in _FILLER or low in _NEGATION or low in _NUMBER_WORDS or low in _ORDINALS:
+        return False
+    if tok.isupper() and len(tok) > 1:  # LGBTQ, NBA
+        return True
+    return not _COMMON_SUFFIX.search(low)
+
+
+_FILLER_PHRASES = re.compile(
+    r"\b(long time no see|no worries|no problem|not bad|can'?t wait|no way|never mind|you bet)\b", re.IGNORECASE
+)
+
+
+def _is_filler_word(bare: str) -> bool:
+    return bare in _FILLER or bare in _STOP or stem(bare) in _FILLER_STEMS
+
+
+def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool]:
+    """names, numbers, dates, negated, words, filler-only for one text body."""
+    names: set[str] = set()
+    numbers: set[str] = set()
+    dates: set[str] = set()
+    words: set[str] = set()
+    negated = False
+    all_filler = True
+    body = _FILLER_PHRASES.sub(" ", body)
+    for sentence in _SENTENCE.split(body):
+        first = True
+        for clause in _clauses(sentence):
+            toks = _TOKEN.findall(clause)
+            c_names: list[str] = []
+            c_other = False  # a non-filler, non-stopword token in this clause
+            prev = ""
+            for tok in toks:
+                low = tok.lower().replace("\u2019", "'")
+                bare = low.replace("'", "")
+                at_start = first
+                first = False
+                if tok[0].isdigit():
+                    num = re.sub(r"(st|nd|rd|th)$", "", low)
+                    numbers.add(("#" + num) if num != low and num.isdigit() else num.rstrip("s"))
+                    c_other = True
+                elif bare in _NUMBER_WORDS and bare not in {"once", "one"}:
+                    numbers.add(_NUMBER_WORDS[bare])
+                    c_other = True
+                elif bare in _ORDINALS:
+                    numbers.add(_ORDINALS[bare])
+                    c_other = True
+                elif bare in _MONTHS and (bare != "may" or _is_cap(tok)) and (bare not in {"mar", "sep"}):
+                    dates.add(_MONTHS[bare])
+                    c_other = True
+                elif bare in _WEEKDAYS or bare in _RELATIVE:
+                    dates.add(bare.rstrip("s") if bare.endswith("ends") else bare)
+                    c_other = True
+                elif bare in _PERIOD and prev in _REL_MOD:
+                    dates.add(f"{prev} {stem(bare)}")
+                    c_other = True
+                elif bare in _NEGATION or low.endswith("n't"):
+                    negated = True
+                    c_other = True
+                elif _is_cap(tok) and bare not in _STOP and (not at_start or _sentence_start_name(tok)):
+                    c_names.append(bare)
+                elif _is_filler_word(bare) or len(bare) < 3:
+                    pass
+                else:
+                    words.add(stem(bare))
+                    c_other = True
+                prev = bare
+            if c_names:
+                # A name alone in its clause, or next to greetings/thanks and
+                # nothing else, is a vocative ("Thanks, Maria!", "Bye Joanna").
+                rest = [t.lower().replace("'", "") for t in toks if t.lower().replace("'", "") not in c_names]
+                vocative = not c_other and (not rest or any(r in _VOCATIVE_CUES for r in rest)) and all(
+                    _is_filler_word(r) for r in rest)
+                if not vocative:
+                    names.update(c_names)
+                    all_filler = False
+            if c_other:
+                all_filler = False
+    return names, numbers, dates, negated, words, all_filler
+
+
+@lru_cache(maxsize=4096)
+def _extract_cached(text: str) -> tuple[Facts, bool]:
+    speaker, body = strip_speaker(text)
+    names, numbers, dates, negated, words, filler = _scan(body)
+    if speaker:
+        names.add(speaker.lower())
+    facts = Facts(speaker=speaker.lower() if speaker else None, names=frozenset(names),
+                  numbers=frozenset(numbers), dates=frozenset(dates), negated=negated,
+                  words=frozenset(words))
+    return facts, filler
+
+
+def extract(text: str) -> Facts:
+    """The facts of one memory text (see the module docstring for the rules)."""
+    return _extract_cached(text)[0]
+
+
+def is_filler(text: str) -> bool:
+    """True when the text holds only greetings, thanks, praise or small talk."""
+    if not text.strip():
+        return True
+    return _extract_cached(text)[1]
+
+
+def _all_keys(f: Facts) -> set[str]:
+    # A strict fact of one text may appear as an ordinary word in the other
+    # ("Melanie" vs a lower-cased "melanie ..."), so coverage looks in both.
+    return set(f.names) | set(f.numbers) | set(f.dates) | set(f.words) | {stem(n) for n in f.names}
+
+
+def missing_facts(x: str | Facts, y: str | Facts, *, min_word_cover: float = 0.75) -> list[str]:
+    """Facts of ``x`` that ``y`` does not carry (empty list: ``y`` covers ``x``).
+
+    Every strict fact of ``x`` must appear in ``y``; of its content words at
+    least ``min_word_cover`` must. When the words fall short, the uncovered
+    ones are returned.
+    """
+    fx = extract(x) if isinstance(x, str) else x
+    fy = extract(y) if isinstance(y, str) else y
+    have = _all_keys(fy)
+    out: list[str] = []
+    for n in sorted(fx.names):
+        if n not in have and stem(n) not in have:
+            out.append(n)
+    out += [n for n in sorted(fx.numbers) if n not in have]
+    out += [d for d in sorted(fx.dates) if d not in have]
+    if fx.negated and not fy.negated:
+        out.append("<not>")
+    if fx.words:
+        lost = sorted(w for w in fx.words if w not in have)
+        if len(lost) > (1.0 - min_word_cover) * len(fx.words):
+            out += lost
+    return out
+
+
+def covers(y: str | Facts, x: str | Facts, *, min_word_cover: float = 0.75) -> bool:
+    """True when ``y`` carries every fact of ``x`` (so ``x`` may be deleted)."""
+    return not missing_facts(x, y, min_word_cover=min_word_cover)
+
+
+def fact_overlap(a: str | Facts, b: str | Facts) -> float:
+    """Share of fact keys the two texts have in common (Jaccard, speaker excluded)."""
+    fa = extract(a) if isinstance(a, str) else a
+    fb = extract(b) if isinstance(b, str) else b
+    ka = fa.keys() - ({fa.speaker} if fa.speaker else set())
+    kb = fb.keys() - ({fb.speaker} if fb.speaker else set())
+    if not ka and not kb:
+        return 1.0
+    return len(ka & kb) / len(ka | kb)
+
+
+def surface_forms(text: str) -> dict[str, str]:
+    """Map each word's stem (and lower-cased form) to how it is written in ``text``."""
+    out: dict[str, str] = {}
+    for tok in _TOKEN.findall(text):
+        low = tok.lower().replace("\u2019", "'")
+        out.setdefault(low.replace("'", ""), tok)
+        out.setdefault(stem(low), tok)
+    return out
+
+
+def describe(keys: list[str], text: str | None = None) -> str:
+    """A short human list of fact keys for merge instructions and reasons.
+
+    With ``text``, stems are shown as the words written there (``literatur`` -> ``literature``).
+    """
+    forms = surface_forms(text) if text else {}
+    shown = [("negation" if k == "<not>" else forms.get(k, k)) for k in keys[:12]]
+    more = f" and {len(keys) - 12} more" if len(keys) > 12 else ""
+    return ", ".join(shown) + more
+
+
+def fact_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` that carry a fact (filler sentences dropped), speaker prefix kept off."""
+    _, body = strip_speaker(text)
+    out = []
+    for sentence in _SENTENCE.split(body):
+        s = sentence.strip()
+        if s and not is_filler(s):
+            out.append(s)
+    return out
+
+
+# --- fast path and guard checks ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleHit:
+    """A decision the fast path reached without a model."""
+
+    action: str  # "delete" (the only action a rule takes)
+    target: str  # "a" | "b"
+    reason: str
+
+
+def _contained(small: str, big: str) -> bool:
+    # Whole-word containment of the normalised texts; the speaker prefix of
+    # the container may precede (``"I went"`` is in ``"Caroline: I went"``).
+    if not small:
+        return True
+    return f" {small} " in f" {big} "
+
+
+def fast_path(a: str, b: str) -> RuleHit | None:
+    """Decisions that are right by construction, or None when a judge must decide.
+
+    In order: exact duplicate; normalised duplicate (case, punctuation,
+    whitespace); one text contained in the other (delete the contained one);
+    both pure filler (delete the shorter); one pure filler and the other not
+    (delete the filler -- it carries no fact by definition).
+    """
+    if a == b:
+        return RuleHit("delete", "b", "exact duplicate")
+    na, nb = normalise(a), normalise(b)
+    if na == nb:
+        # Keep the better-formatted copy: the one with more capitals and punctuation.
+        richer_a = sum(not c.isalnum() and not c.isspace() for c in a) + sum(c.isupper() for c in a)
+        richer_b = sum(not c.isalnum() and not c.isspace() for c in b) + sum(c.isupper() for c in b)
+        return RuleHit("delete", "a" if richer_a < richer_b else "b", "duplicate up to case, punctuation and whitespace")
+    if _contained(na, nb):
+        return RuleHit("delete", "a", "entry A is contained in entry B")
+    if _contained(nb, na):
+        return RuleHit("delete", "b", "entry B is contained in entry A")
+    fa, fb = is_filler(a), is_filler(b)
+    if fa and fb:
+        return RuleHit("delete", "a" if len(a) <= len(b) else "b", "both entries are greetings, thanks or small talk")
+    if fa:
+        return RuleHit("delete", "a", "entry A is only greetings, thanks or small talk")
+    if fb:
+        return RuleHit("delete", "b", "entry B is only greetings, thanks or small talk")
+    return None

@@ -1,0 +1,354 @@
+"""The run journal: decisions, their effects, and the history that undoes them.
+
+A :class:`RunJournal` belongs to its :class:`~memrefine_edge.store.MemoryStore`
+(``store.journal``) and works on the store's connection through it; nothing
+else touches those tables.
+
+Every ``apply_*`` method makes one decision durable in ONE transaction: the
+change to the memory (entries removed, entry created, links pruned), the
+copies of what was removed (``history`` / ``history_links``), the decision row
+(the audit log) and the run's cursor. A crash at any moment therefore leaves
+either the state before the decision or the state after it, never a half, and
+resuming continues from the cursor.
+
+What the history keeps until ``purge_history``: the full text, keywords,
+timestamps, metadata, provenance and embedding of every entry a decision
+removed, and every link that went with it. The decisions table (the audit
+log) keeps ids, sizes, actions, reasons and merge instructions; it is not
+purged, since it is how a user reviews what was done.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from .errors import MemRefineError, RunNotFoundError
+from .store import Entry
+
+if TYPE_CHECKING:  # pragma: no cover
+    import sqlite_utils
+
+    from .store import MemoryStore
+
+__all__ = ["RunJournal", "RunInfo", "DecisionRecord"]
+
+_ENTRY_COLS = (
+    "seq, id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes,"
+    " embedding, embedding_model, embedded_hash"
+)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One compression run as recorded."""
+
+    run_id: str
+    started_at: str
+    finished_at: str | None
+    status: str
+    method: str
+    params: dict[str, Any]
+    cursor: int
+    report: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One audited decision."""
+
+    run_id: str
+    step: int
+    a_id: str | None
+    b_id: str | None
+    similarity: float | None
+    action: str
+    target: str | None
+    source: str
+    reason: str
+    merge_instruction: str
+    created_ids: list[str]
+    removed_ids: list[str]
+    size_before: int
+    size_after: int
+    latency_ms: float
+    at: str
+
+
+class RunJournal:
+    """Runs, decisions, preserved pairs and undo history of one store."""
+
+    def __init__(self, store: "MemoryStore", db: "sqlite_utils.Database") -> None:
+        self._store = store
+        self._db = db
+
+    # --- runs ----------------------------------------------------------------
+
+    def start_run(self, method: str, params: dict[str, Any]) -> str:
+        """Record a new run (status ``running``) and return its id."""
+        run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+        with self._store.transaction():
+            self._db.conn.execute(
+                "INSERT INTO runs (run_id, started_at, status, method, params) VALUES (?, ?, 'running', ?, ?)",
+                (run_id, _now(), method, json.dumps(params, sort_keys=True)),
+            )
+        return run_id
+
+    def finish_run(self, run_id: str, report: dict[str, Any]) -> None:
+        """Mark a run done and store its end report."""
+        with self._store.transaction():
+            self._db.conn.execute(
+                "UPDATE runs SET status = 'done', finished_at = ?, report = ? WHERE run_id = ?",
+                (_now(), json.dumps(report), run_id),
+            )
+
+    def run(self, run_id: str) -> RunInfo:
+        """One run; :class:`RunNotFoundError` if unknown."""
+        row = self._db.conn.execute(
+            "SELECT run_id, started_at, finished_at, status, method, params, cursor, report FROM runs WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        if row is None:
+            raise RunNotFoundError(f"no run {run_id!r} in this store (see `memrefine log`)")
+        return _run_info(row)
+
+    def runs(self) -> list[RunInfo]:
+        """All runs, oldest first."""
+        rows = self._db.conn.execute(
+            "SELECT run_id, started_at, finished_at, status, method, params, cursor, report FROM runs"
+            " ORDER BY started_at, rowid"
+        ).fetchall()
+        return [_run_info(r) for r in rows]
+
+    def unfinished_run(self) -> RunInfo | None:
+        """The run that was interrupted, if any (there is at most one: runs are locked)."""
+        unfinished = [r for r in self.runs() if r.status == "running"]
+        return unfinished[-1] if unfinished else None
+
+    def decisions(self, run_id: str | None = None) -> list[DecisionRecord]:
+        """Audited decisions, of one run or of all, in order."""
+        sql = (
+            "SELECT run_id, step, a_id, b_id, similarity, action, target, source, reason, merge_instruction,"
+            " created_ids, removed_ids, size_before, size_after, latency_ms, at FROM decisions"
+        )
+        args: tuple[Any, ...] = ()
+        if run_id is not None:
+            self.run(run_id)
+            sql += " WHERE run_id = ?"
+            args = (run_id,)
+        rows = self._db.conn.execute(sql + " ORDER BY rowid", args).fetchall()
+        return [
+            DecisionRecord(*r[:10], json.loads(r[10]), json.loads(r[11]), *r[12:])  # type: ignore[arg-type]
+            for r in rows
+        ]
+
+    def preserved_pairs(self) -> list[tuple[str, str]]:
+        """Pairs judged preserve (either order is the same pair)."""
+        return [tuple(r) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved")]  # type: ignore[misc]
+
+    # --- applying decisions --------------------------------------------------
+
+    def _snapshot(self, run_id: str, step: int, entry_id: str) -> None:
+        """Copy an entry and all its links into history before it is removed."""
+        conn = self._db.conn
+        conn.execute(
+            f"INSERT INTO history (run_id, step, {_ENTRY_COLS}) SELECT ?, ?, {_ENTRY_COLS} FROM entries WHERE id = ?",
+            (run_id, step, entry_id),
+        )
+
+    def _remove(self, run_id: str, step: int, entry_id: str) -> None:
+        self._snapshot(run_id, step, entry_id)
+        for src, dst, ord_ in self._store.remove(entry_id):
+            self._db.conn.execute(
+                "INSERT INTO history_links (run_id, step, src, dst, ord) VALUES (?, ?, ?, ?, ?)",
+                (run_id, step, src, dst, ord_),
+            )
+
+    def _record(
+        self,
+        run_id: str,
+        step: int,
+        *,
+        pair: tuple[str | None, str | None, float | None],
+        action: str,
+        target: str | None,
+        source: str,
+        reason: str,
+        merge_instruction: str,
+        created: Sequence[str],
+        removed: Sequence[str],
+        size_before: int,
+        metric: str,
+        latency_ms: float,
+    ) -> None:
+        conn = self._db.conn
+        conn.execute(
+            "INSERT INTO decisions (run_id, step, a_id, b_id, similarity, action, target, source, reason,"
+            " merge_instruction, created_ids, removed_ids, size_before, size_after, latency_ms, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id, step, pair[0], pair[1], pair[2], action, target, source, reason, merge_instruction,
+                json.dumps(list(created)), json.dumps(list(removed)), size_before,
+                self._store.size(metric), float(latency_ms), _now(),
+            ),
+        )
+        cur = conn.execute("UPDATE runs SET cursor = ? WHERE run_id = ? AND cursor = ?", (step + 1, run_id, step))
+        if cur.rowcount != 1:  # a second writer or a replayed step: refuse rather than double-apply
+            raise MemRefineError(f"run {run_id}: step {step} is out of order (journal cursor moved)")
+
+    def apply_delete(
+        self, run_id: str, step: int, pair: tuple[str, str, float], target_id: str, *,
+        source: str, reason: str, metric: str, latency_ms: float = 0.0,
+    ) -> None:
+        """Delete ``target_id`` (one of the pair), prune its links, audit it."""
+        with self._store.transaction():
+            before = self._store.size(metric)
+            self._remove(run_id, step, target_id)
+            self._record(
+                run_id, step, pair=pair, action="delete", target=target_id, source=source, reason=reason,
+                merge_instruction="", created=[], removed=[target_id], size_before=before, metric=metric,
+                latency_ms=latency_ms,
+            )
+
+    def apply_merge(
+        self, run_id: str, step: int, pair: tuple[str, str, float], merged: Entry, embedding: np.ndarray,
+        model_id: str, *, source: str, reason: str, merge_instruction: str, metric: str, latency_ms: float = 0.0,
+    ) -> None:
+        """Replace both entries of the pair by ``merged`` (with its fresh embedding).
+
+        Links other entries had to either side are redirected to the merged
+        entry, so the graph keeps its shape; the history keeps the originals.
+        """
+        a_id, b_id, _ = pair
+        conn = self._db.conn
+        with self._store.transaction():
+            before = self._store.size(metric)
+            incoming = [
+                r[0] for r in conn.execute(
+                    "SELECT DISTINCT src FROM links WHERE dst IN (?, ?) AND src NOT IN (?, ?) ORDER BY src",
+                    (a_id, b_id, a_id, b_id),
+                )
+            ]
+            self._remove(run_id, step, a_id)
+            self._remove(run_id, step, b_id)
+            self._store.add(merged, unknown_links="drop")
+            self._store.set_embedding(merged.id, embedding, model_id)
+            redirected = []
+            for src in incoming:
+                next_ord = conn.execute("SELECT COALESCE(MAX(ord) + 1, 0) FROM links WHERE src = ?", (src,)).fetchone()[0]
+                redirected.append((src, merged.id, next_ord))
+            self._store.add_links(redirected)
+            self._record(
+                run_id, step, pair=pair, action="merge", target=None, source=source, reason=reason,
+                merge_instruction=merge_instruction, created=[merged.id], removed=[a_id, b_id],
+                size_before=before, metric=metric, latency_ms=latency_ms,
+            )
+
+    def apply_preserve(
+        self, run_id: str, step: int, pair: tuple[str, str, float], *,
+        source: str, reason: str, metric: str, latency_ms: float = 0.0,
+    ) -> None:
+        """Record a pair as judged preserve: it is never proposed again."""
+        a_id, b_id, _ = pair
+        lo, hi = sorted((a_id, b_id))
+        with self._store.transaction():
+            before = self._store.size(metric)
+            self._db.conn.execute(
+                "INSERT OR IGNORE INTO preserved (a_id, b_id, run_id) VALUES (?, ?, ?)", (lo, hi, run_id)
+            )
+            self._record(
+                run_id, step, pair=pair, action="preserve", target=None, source=source, reason=reason,
+                merge_instruction="", created=[], removed=[], size_before=before, metric=metric,
+                latency_ms=latency_ms,
+            )
+
+    def apply_evict(self, run_id: str, step: int, entry_id: str, *, reason: str, metric: str) -> None:
+        """Strict-budget eviction of one entry, audited like any decision."""
+        with self._store.transaction():
+            before = self._store.size(metric)
+            self._remove(run_id, step, entry_id)
+            self._record(
+                run_id, step, pair=(entry_id, None, None), action="evict", target=entry_id, source="evict",
+                reason=reason, merge_instruction="", created=[], removed=[entry_id], size_before=before,
+                metric=metric, latency_ms=0.0,
+            )
+
+    # --- undo and purge ------------------------------------------------------
+
+    def undo(self, run_id: str) -> int:
+        """Restore the store exactly as it was before ``run_id``; returns decisions undone.
+
+        Only the latest run that is not yet undone can be undone (a later run
+        may have built on this one's results), and only while its history is
+        kept (see :meth:`purge_history`).
+        """
+        info = self.run(run_id)
+        if info.status == "undone":
+            raise MemRefineError(f"run {run_id} is already undone")
+        later = self._db.conn.execute(
+            "SELECT run_id FROM runs WHERE rowid > (SELECT rowid FROM runs WHERE run_id = ?)"
+            " AND status != 'undone' ORDER BY rowid DESC LIMIT 1",
+            (run_id,),
+        ).fetchone()
+        if later:
+            raise MemRefineError(f"run {later[0]} came after {run_id}; undo it first")
+        if self._store.get_meta(f"purged:{run_id}"):
+            raise MemRefineError(f"the history of run {run_id} was purged; it cannot be undone")
+        conn = self._db.conn
+        decisions = self.decisions(run_id)
+        with self._store.transaction():
+            for d in reversed(decisions):
+                for created in d.created_ids:
+                    if created in self._store:
+                        self._store.remove(created)
+                rows = conn.execute(
+                    f"SELECT {_ENTRY_COLS} FROM history WHERE run_id = ? AND step = ? ORDER BY seq",
+                    (run_id, d.step),
+                ).fetchall()
+                marks = ",".join("?" * 12)
+                for row in rows:
+                    conn.execute(f"INSERT INTO entries ({_ENTRY_COLS}) VALUES ({marks})", row)
+                links = conn.execute(
+                    "SELECT src, dst, ord FROM history_links WHERE run_id = ? AND step = ? ORDER BY rowid",
+                    (run_id, d.step),
+                ).fetchall()
+                self._store.add_links(links)
+            conn.execute("DELETE FROM preserved WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM history WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM history_links WHERE run_id = ?", (run_id,))
+            conn.execute("UPDATE runs SET status = 'undone', finished_at = ? WHERE run_id = ?", (_now(), run_id))
+        return len(decisions)
+
+    def purge_history(self) -> int:
+        """Drop every removed entry kept for undo and return the space.
+
+        With ``secure_delete`` on, SQLite overwrites the freed content; the
+        VACUUM that follows rebuilds the file without the freed pages, so the
+        removed text is gone from the file's bytes. Returns entries purged.
+        """
+        conn = self._db.conn
+        with self._store.transaction():
+            n = conn.execute("SELECT COUNT(*) FROM history").fetchone()[0]
+            for (run_id,) in conn.execute("SELECT DISTINCT run_id FROM history").fetchall():
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"purged:{run_id}", _now()))
+            conn.execute("DELETE FROM history")
+            conn.execute("DELETE FROM history_links")
+        self._store.vacuum()
+        return n
+
+
+def _run_info(row: Sequence[Any]) -> RunInfo:
+    return RunInfo(
+        run_id=row[0], started_at=row[1], finished_at=row[2], status=row[3], method=row[4],
+        params=json.loads(row[5]), cursor=row[6], report=json.loads(row[7]) if row[7] else None,
+    )

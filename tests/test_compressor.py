@@ -1,0 +1,332 @@
+"""The compression engine: order, application, budgets, checkpoints, audit, undo."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memrefine_edge.compressor import Compressor, RunLock, build_merged_entry, merged_entry_id
+from memrefine_edge.errors import BudgetError, MemRefineError, RunLockedError
+from memrefine_edge.judge import Decision
+from memrefine_edge.methods import Method, PairContext
+from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.testing import HashEncoder
+
+from fakes import ConcatMerger, ScriptedMethod
+
+HERE = Path(__file__).resolve().parent
+WORDS = ("tea coffee hiking paris berlin guitar piano dog cat running yoga novel movie sister brother "
+         "birthday concert garden painting camping beach museum school job interview recipe soup").split()
+
+
+def synthetic_entries(n: int, seed: int = 0) -> list[Entry]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        words = rng.sample(WORDS, 4) + [f"w{rng.randint(0, 30)}"]
+        if i and rng.random() < 0.3:  # near-duplicates of an earlier entry
+            words = out[rng.randrange(i)].content.split()[1:5] + [f"x{i % 7}"]
+        out.append(Entry(
+            id=f"e{i:03d}",
+            content=("Ana: " if i % 2 else "Ben: ") + " ".join(words),
+            keywords=tuple(words[:2]),
+            links=(f"e{i - 1:03d}",) if i else (),
+            timestamps=(f"2023-05-{1 + i % 28:02d}",),
+            metadata={"session": i // 10},
+            provenance=(f"D{i // 10}:{i % 10}",),
+        ))
+    return out
+
+
+def make_store(path: Path, n: int = 40, seed: int = 0) -> MemoryStore:
+    store = MemoryStore(path)
+    store.add_many(synthetic_entries(n, seed))
+    return store
+
+
+def export(store: MemoryStore) -> list[dict]:
+    return [e.counted_fields() for e in store.entries()]
+
+
+def compressor(store, method=None, **kw) -> Compressor:
+    return Compressor(store, encoder=HashEncoder(), method=method or ScriptedMethod(), merger=ConcatMerger(),
+                      k=kw.pop("k", 4), **kw)
+
+
+# --- candidate order ---------------------------------------------------------
+
+
+def naive_sequence(store_path: Path, budget: float) -> list[tuple[str, str]]:
+    """The paper's loop with a full similarity matrix recomputed at every step."""
+    enc, method, merger = HashEncoder(), ScriptedMethod(), ConcatMerger()
+    with MemoryStore(store_path, create=False) as store:
+        target = int(store.json_bytes() * budget)
+        store.ensure_embeddings(enc)
+        preserved: set[frozenset[str]] = set()
+        seq: list[tuple[str, str]] = []
+        while store.json_bytes() > target:
+            ids, m = store.embeddings()
+            sims = (m.astype(np.float64) @ m.astype(np.float64).T)
+            best = None
+            for i in range(len(ids)):
+                for j in range(i + 1, len(ids)):
+                    if frozenset((ids[i], ids[j])) in preserved:
+                        continue
+                    if best is None or sims[i, j] > best[0]:
+                        best = (sims[i, j], i, j)
+            if best is None:
+                break
+            a, b = store.get(ids[best[1]]), store.get(ids[best[2]])
+            seq.append((a.id, b.id))
+            d = method.decide(PairContext(a=a, b=b, similarity=float(best[0]), store=store))
+            if d.action == "delete":
+                store.remove(a.id if d.target == "a" else b.id)
+            elif d.action == "merge":
+                out = merger.merge(a.content, b.content, d.merge_instruction)
+                new = build_merged_entry(a, b, content=out.content, keywords=tuple(out.keywords))
+                incoming = [e.id for e in store.entries() if {a.id, b.id} & set(e.links) and e.id not in (a.id, b.id)]
+                store.remove(a.id)
+                store.remove(b.id)
+                store.add(new, unknown_links="drop")
+                store.add_links([(src, new.id, 10**6) for src in incoming])
+                store.set_embedding(new.id, enc.embed([new.content])[0], enc.model_id)
+            else:
+                preserved.add(frozenset((a.id, b.id)))
+        return seq
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_candidate_order_equals_naive_full_recompute(tmp_path, seed):
+    make_store(tmp_path / "a.db", n=30, seed=seed).close()
+    make_store(tmp_path / "b.db", n=30, seed=seed).close()
+    expected = naive_sequence(tmp_path / "b.db", 0.4)
+    method = ScriptedMethod()
+    with MemoryStore(tmp_path / "a.db") as store:
+        compressor(store, method).run(budget=0.4)
+    got = [(a, b) for a, b, _ in method.seen]
+    assert got == expected and len(got) > 10
+
+
+# --- applying decisions --------------------------------------------------------
+
+
+class OneShot(Method):
+    name = "oneshot"
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+
+    def decide(self, pair: PairContext) -> Decision:
+        return self.decision
+
+
+def test_merge_keeps_links_timestamps_provenance_and_redirects_incoming(tmp_path):
+    with MemoryStore(tmp_path / "m.db") as store:
+        store.add_many([
+            Entry(id="a", content="Ana likes green tea", links=("c", "b"), timestamps=("t1",), provenance=("D1",)),
+            Entry(id="b", content="Ana likes green tea a lot", links=("a", "c", "d"), timestamps=("t2", "t1"),
+                  provenance=("D2",)),
+            Entry(id="c", content="Ben plays piano", links=("a",)),
+            Entry(id="d", content="Ben owns a red bicycle", links=("b",)),
+        ])
+        merge = Decision(action="merge", target=None, merge_instruction="keep tea", reason="r", source="llm")
+        report = compressor(store, OneShot(merge)).run(budget_bytes=store.json_bytes() - 1)
+        new_id = merged_entry_id("a", "b")
+        merged = store.get(new_id)
+        assert merged.links == ("c", "d")  # union, no duplicates, no self-loops, not the pair
+        assert merged.timestamps == ("t1", "t2") and merged.timestamp == "t1"
+        assert merged.provenance == ("D1", "D2")
+        assert merged.metadata["merged_from"] == ["a", "b"]
+        assert store.get("c").links == (new_id,) and store.get("d").links == (new_id,)
+        assert "a" not in store and "b" not in store
+        assert report.actions == {"merge": 1}
+        ids, vecs = store.embeddings()
+        assert new_id in ids and np.isclose(np.linalg.norm(vecs[ids.index(new_id)]), 1.0)
+
+
+def test_delete_prunes_links_and_preserve_is_never_asked_again(tmp_path):
+    with MemoryStore(tmp_path / "d.db") as store:
+        store.add_many(synthetic_entries(12))
+        delete = Decision(action="delete", target="b", reason="dup", source="rule")
+        compressor(store, OneShot(delete)).run(budget_bytes=store.json_bytes() - 1)
+        (d,) = store.journal.decisions()
+        gone = d.removed_ids[0]
+        assert gone not in store and all(gone not in e.links for e in store.entries())
+
+        keep = ScriptedMethod(policy="preserve")
+        r1 = compressor(store, keep).run(budget=0.5)
+        assert r1.stop_reason == "no candidate pair left" and not r1.budget_met
+        n_pairs = len(store) * (len(store) - 1) // 2
+        assert len(keep.seen) == n_pairs == len(set(keep.seen))
+        again = ScriptedMethod(policy="preserve")
+        r2 = compressor(store, again).run(budget=0.5)  # persisted: nothing left to ask
+        assert again.seen == [] and r2.stop_reason == "no candidate pair left"
+
+
+# --- budgets -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [0, -0.5, 1.5, float("nan"), True])
+def test_malformed_budget_is_refused_before_any_change(tmp_path, bad):
+    with make_store(tmp_path / "s.db") as store:
+        before = export(store)
+        with pytest.raises(BudgetError):
+            compressor(store).run(budget=bad)
+        assert export(store) == before and store.journal.runs() == []
+
+
+def test_budget_below_one_entry_is_refused_before_any_change(tmp_path):
+    path = tmp_path / "s.db"
+    make_store(path).close()
+    raw = path.read_bytes()
+    with MemoryStore(path) as store:
+        with pytest.raises(BudgetError, match="below what is possible"):
+            compressor(store, mode="strict").run(budget_bytes=store.min_entry_json_bytes() - 1)
+        with pytest.raises(BudgetError):
+            compressor(store).run(budget_bytes=0)
+        with pytest.raises(BudgetError, match="exactly one"):
+            compressor(store).run()
+    assert path.read_bytes() == raw
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ratio=st.floats(0.05, 0.95), seed=st.integers(0, 50), metric=st.sampled_from(["json", "disk"]))
+def test_strict_mode_always_ends_at_or_under_budget(tmp_path_factory, ratio, seed, metric):
+    path = tmp_path_factory.mktemp("strict") / "s.db"
+    with make_store(path, n=25, seed=seed) as store:
+        comp = compressor(store, ScriptedMethod(policy="preserve" if seed % 2 else "mixed"), mode="strict",
+                          metric=metric)
+        try:
+            target = comp.target_bytes(budget=ratio)
+        except BudgetError:
+            return  # below one entry: refused up front (tested above)
+        report = comp.run(budget=ratio)
+        assert report.budget_met and store.size(metric) <= target
+        evicts = [d for d in store.journal.decisions() if d.action == "evict"]
+        assert all(d.source == "evict" and d.reason for d in evicts)
+
+
+def test_paper_mode_says_when_it_stops_above_budget(tmp_path):
+    with make_store(tmp_path / "p.db", n=10) as store:
+        report = compressor(store, ScriptedMethod(policy="preserve")).run(budget=0.2)
+        assert not report.budget_met and report.stop_reason == "no candidate pair left"
+        assert report.after["entries"] == 10
+
+
+def test_already_within_budget_changes_nothing(tmp_path):
+    with make_store(tmp_path / "w.db", n=5) as store:
+        report = compressor(store).run(budget=1.0)
+        assert report.decisions == 0 and report.budget_met and store.journal.runs() == []
+
+
+# --- audit, undo -------------------------------------------------------------
+
+
+def test_every_decision_is_audited_with_sizes(tmp_path):
+    with make_store(tmp_path / "a.db") as store:
+        report = compressor(store).run(budget=0.5)
+        ds = store.journal.decisions(report.run_id)
+        assert len(ds) == report.decisions > 0
+        assert [d.step for d in ds] == list(range(len(ds)))
+        for d in ds:
+            assert d.a_id and d.action in {"delete", "merge", "preserve"} and d.source
+            assert d.size_after <= d.size_before or d.action == "merge"
+        assert ds[-1].size_after == store.json_bytes()
+        assert store.journal.run(report.run_id).status == "done"
+        assert sum(report.actions.values()) == report.decisions
+
+
+def test_undo_restores_the_store_exactly(tmp_path):
+    with make_store(tmp_path / "u.db") as store:
+        before = export(store)
+        embeddings_before = None
+        r1 = compressor(store).run(budget=0.6)
+        _, embeddings_before = store.embeddings()
+        r2 = compressor(store, mode="strict").run(budget=0.5)
+        assert export(store) != before
+        with pytest.raises(MemRefineError, match="undo it first"):
+            store.journal.undo(r1.run_id)
+        store.journal.undo(r2.run_id)
+        store.journal.undo(r1.run_id)
+        assert export(store) == before
+        assert store.journal.preserved_pairs() == []
+        assert store.stats().history_entries == 0
+        with pytest.raises(MemRefineError, match="already undone"):
+            store.journal.undo(r1.run_id)
+
+
+def test_purge_history_makes_runs_final(tmp_path):
+    with make_store(tmp_path / "p.db") as store:
+        r = compressor(store).run(budget=0.5)
+        assert store.stats().history_entries > 0
+        assert store.journal.purge_history() > 0
+        assert store.stats().history_entries == 0
+        with pytest.raises(MemRefineError, match="purged"):
+            store.journal.undo(r.run_id)
+
+
+# --- locking and resume ----------------------------------------------------------
+
+
+def test_a_second_run_is_refused_while_one_holds_the_lock(tmp_path):
+    with make_store(tmp_path / "l.db") as store:
+        with RunLock(store.path):
+            with pytest.raises(RunLockedError, match="another compression"):
+                compressor(store).run(budget=0.5)
+        compressor(store).run(budget=0.5)  # released
+
+
+def test_interrupted_run_resumes_and_other_arguments_are_refused(tmp_path):
+    with make_store(tmp_path / "r.db") as store:
+        partial = compressor(store).run(budget=0.5, max_decisions=3)
+        assert partial.stop_reason.startswith("stopped") and partial.decisions == 3
+        with pytest.raises(MemRefineError, match="interrupted"):
+            compressor(store).run(budget=0.3)
+        resumed = compressor(store).run(budget=0.3, resume=True)  # recorded budget (0.5) wins
+        assert resumed.resumed and resumed.run_id == partial.run_id
+        assert resumed.target_bytes == partial.target_bytes
+        assert store.journal.unfinished_run() is None
+
+
+def _worker(db: Path, *args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(HERE / "compress_worker.py"), str(db), "0.45", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_kill_9_at_any_phase_then_rerun_gives_the_same_store(tmp_path):
+    reference = tmp_path / "ref.db"
+    make_store(reference, n=40, seed=3).close()
+    assert _worker(reference).returncode == 0
+    with MemoryStore(reference, create=False) as s:
+        expected = export(s)
+        n_steps = len(s.journal.decisions())
+    assert n_steps > 12
+    kills = 6
+    for kill_step, phase in [(0, "judge"), (2, "merge"), (5, "commit"), (7, "judge"), (9, "merge"),
+                             (n_steps - 1, "commit")]:
+        db = tmp_path / f"k{kill_step}{phase}.db"
+        make_store(db, n=40, seed=3).close()
+        killed = _worker(db, kill_step, phase)
+        if phase == "merge" and killed.returncode == 0:
+            kills -= 1  # that step was no merge: the run finished untouched
+        else:
+            assert killed.returncode == -9, (kill_step, phase, killed.stderr)
+            with MemoryStore(db, create=False) as s:
+                assert s.integrity_check() == "ok"
+                assert s.journal.unfinished_run() is not None
+            resumed = _worker(db)  # the same command again
+            assert resumed.returncode == 0, resumed.stderr
+        with MemoryStore(db, create=False) as s:
+            assert export(s) == expected, (kill_step, phase)
+            assert len(s.journal.decisions()) == n_steps
+    assert kills >= 4, "most kill points must really kill"

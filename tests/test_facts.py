@@ -1,0 +1,131 @@
+"""The fact extractor, the fast path and the coverage checks behind the guard."""
+
+from __future__ import annotations
+
+import pytest
+
+from memrefine_edge.facts import (
+    covers,
+    describe,
+    extract,
+    fact_overlap,
+    fact_sentences,
+    fast_path,
+    is_filler,
+    missing_facts,
+    normalise,
+    stem,
+    strip_speaker,
+)
+
+
+def test_speaker_prefix_is_split_and_kept_as_a_name():
+    speaker, body = strip_speaker("Caroline: I went to a support group.")
+    assert speaker == "Caroline" and body == "I went to a support group."
+    f = extract("Caroline: I went to a support group.")
+    assert f.speaker == "caroline" and "caroline" in f.names
+
+
+def test_sentence_initial_capitals_are_not_names_unless_they_look_like_one():
+    f = extract("Painting helps me relax. Melanie painted a lake.")
+    assert "painting" not in f.names and "paint" in f.words
+    assert "melanie" in f.names
+
+
+def test_numbers_dates_and_number_words():
+    f = extract("John scored 40 points last week, his first 5K was in Sept 2022; he has two dogs.")
+    assert {"40", "5k", "2022", "2"} <= f.numbers
+    assert "#1" in f.numbers
+    assert {"last week", "september"} <= f.dates
+
+
+def test_may_the_verb_is_not_a_month():
+    assert "may" not in extract("I may go there").dates
+    assert "may" in extract("We met on 8 May").dates
+
+
+def test_stemming_lite_maps_inflections_together():
+    assert stem("painted") == stem("painting") == stem("paints") == stem("paint")
+    assert stem("stories") == stem("story")
+    assert stem("running") == stem("run")
+
+
+def test_vocatives_are_not_facts_but_subjects_are():
+    assert "maria" not in extract("John: Thanks, Maria! I run every day.").names
+    assert "gina" not in extract("Jon: Hey Gina, I closed my bank account.").names
+    assert "gina" in extract("Jon met Gina at the store.").names
+
+
+@pytest.mark.parametrize("text", [
+    "Thanks!", "Hey Mel! Good to see you! How have you been?", "Nate: Bye Joanna! Take care!",
+    "Gina: Thanks, Jon! Appreciate the kind words. <3", "Maria: Hey John! Long time no see! What's up?",
+])
+def test_filler(text):
+    assert is_filler(text)
+
+
+@pytest.mark.parametrize("text", [
+    "Thanks! I ran a 5K yesterday.", "Caroline: I went to a LGBTQ support group.", "No, I never eat meat.",
+    "Thanks, see you on Friday!",
+])
+def test_not_filler(text):
+    assert not is_filler(text)
+
+
+def test_normalise_ignores_case_punctuation_and_whitespace():
+    assert normalise("  Hey, Gina!  I'm OK. ") == normalise("hey gina i m ok")
+
+
+def test_missing_facts_and_covers():
+    a = "Caroline attended an LGBTQ support group yesterday."
+    b = "Caroline: I went to a LGBTQ support group."
+    assert "yesterday" in missing_facts(a, b)
+    assert not covers(b, a)
+    assert covers(a, "Caroline attended an LGBTQ support group.")
+
+
+def test_negation_is_a_strict_fact():
+    assert "<not>" in missing_facts("Tim doesn't like dogs.", "Tim likes dogs.")
+    assert describe(["<not>"]) == "negation"
+
+
+def test_describe_shows_surface_words():
+    assert describe(["literatur"], "a fantasy literature forum") == "literature"
+
+
+def test_fact_overlap_bounds():
+    assert fact_overlap("John runs.", "John runs.") == 1.0
+    assert fact_overlap("John practices kickboxing.", "Maria does aerial yoga.") < 0.2
+
+
+def test_fact_sentences_drop_filler():
+    assert fact_sentences("Melanie: Thanks, Caroline! Family time matters to me.") == ["Family time matters to me."]
+
+
+# --- fast path -------------------------------------------------------------------------------
+
+def test_fast_path_exact_and_normalised_duplicates():
+    assert fast_path("Tim lives in Paris.", "Tim lives in Paris.").target == "b"
+    hit = fast_path("tim lives in paris", "Tim lives in Paris.")
+    assert hit.action == "delete" and hit.target == "a"  # keep the better formatted copy
+
+
+def test_fast_path_containment_deletes_the_contained_entry():
+    assert fast_path("Jon: I shut my bank account.", "Jon: I shut my bank account. It was tough.").target == "a"
+    assert fast_path("Joanna: I read a lot this week.", "I read a lot this week.").target == "b"
+
+
+def test_fast_path_containment_needs_whole_words():
+    assert fast_path("Tim ran", "Tim ran a marathon in Rome") is not None
+    assert fast_path("Tim ran", "Tim ranked third in Rome") is None
+
+
+def test_fast_path_filler_rules():
+    both = fast_path("Nate: Bye!", "Joanna: Later, take care!")
+    assert both.action == "delete" and both.target == "a"  # the shorter one
+    one = fast_path("Melanie painted a lake sunrise in 2022.", "Caroline: Thanks, Mel!")
+    assert one.target == "b"
+
+
+def test_fast_path_leaves_real_decisions_to_the_judge():
+    assert fast_path("John practices kickboxing.", "John practices taekwondo.") is None
