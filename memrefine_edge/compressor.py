@@ -266,12 +266,13 @@ class Compressor:
             raise MemRefineError("there is no interrupted run to resume on this store")
         else:
             target = self.target_bytes(budget=budget, budget_bytes=budget_bytes)
-            before = self._sizes()
             run_id, step = None, 0
 
         t = time.perf_counter()
         store.ensure_embeddings(self.encoder)
         clock["embed"] += time.perf_counter() - t
+        if run_id is None:  # measured with every embedding in place, as the disk target was
+            before = self._sizes()
 
         if run_id is None:
             if store.size(self.metric) <= target:

@@ -23,10 +23,15 @@ def _build(method: str, *, judge_model, merge_model, encoder_model, threads, tau
 
     llm_threads = {"n_threads": threads} if threads else {}
     encoder = OnnxEncoder(model_path=encoder_model, threads=threads)
-    merger = GuardedMerger(LlamaMerger(merge_model or judge_model, **llm_threads))
+    # Measured: the bundled 135M model writes invalid or fact-inventing merges
+    # (17 of 17, ~18 s each), so without --merge-model the merge is the
+    # deterministic, fact-keeping one (both entries, filler dropped).
+    merger = GuardedMerger(LlamaMerger(merge_model, **llm_threads) if merge_model else None)
     if method == "memrefine":
         options: dict[str, Any] = {"judge": GuardedJudge(LlamaJudge(judge_model, **llm_threads))}
     else:
+        if protect is not None and method != "rulepr":
+            raise MemRefineError("--protect only applies to --method rulepr")
         options = {k: v for k, v in {"tau": tau, "protect": protect}.items() if v is not None}
     return encoder, get_method(method, **options), merger
 
@@ -101,10 +106,13 @@ _compress_options = [
     click.option("--method", default="memrefine", show_default=True, help="Compression method."),
     click.option("--judge-model", type=click.Path(dir_okay=False), default=None, help="GGUF for the judge."),
     click.option("--merge-model", type=click.Path(dir_okay=False), default=None,
-                 help="GGUF for merges [default: the judge model]."),
+                 help="GGUF for merges [default: no LLM; a deterministic merge that keeps both entries' facts]."),
     click.option("--encoder-model", type=click.Path(dir_okay=False), default=None, help="ONNX encoder file."),
     click.option("--threads", type=click.IntRange(1, 64), default=None,
-                 help="CPU threads for the models [default: min(2, cores)]."),
+                 help="CPU threads for the models [default: encoder min(2, cores), LLM 1]."),
+    click.option("--tau", type=float, default=None, help="rulesim/rulepr: similarity threshold for deletes."),
+    click.option("--protect", type=float, default=None,
+                 help="rulepr: PageRank percentile above which entries are never merge anchors."),
 ]
 
 
@@ -125,7 +133,7 @@ def _apply(options):
 @click.option("--max-decisions", type=click.IntRange(1), default=None, help="Stop after N decisions (resumable).")
 @json_option
 def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model, threads,
-             resume, dry_run, max_decisions, as_json) -> None:
+             tau, protect, resume, dry_run, max_decisions, as_json) -> None:
     """Compress the store to a budget (continues an interrupted run)."""
     db = resolve_db(db_path)
     if not db.exists():
@@ -134,7 +142,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
         raise click.UsageError("give --budget RATIO or --budget-bytes N (or --resume)")
     kwargs = dict(budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, method=method,
                   judge_model=judge_model, merge_model=merge_model, encoder_model=encoder_model, threads=threads,
-                  resume=resume, max_decisions=max_decisions)
+                  resume=resume, max_decisions=max_decisions, tau=tau, protect=protect)
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="memrefine-dry-") as tmp:
             copy = Path(tmp) / "copy.db"
@@ -147,7 +155,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
 
 
 @cli.command()
-@click.option("--budget", type=float, default=0.5, show_default=True, help="Budget ratio for the sample.")
+@click.option("--budget", type=float, default=0.75, show_default=True, help="Budget ratio for the sample.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the demo store [default: a temporary file].")
 @click.option("--threads", type=click.IntRange(1, 64), default=None, help="CPU threads for the models.")
