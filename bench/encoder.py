@@ -78,14 +78,9 @@ def machine_info(threads: tuple[int, ...]) -> dict[str, object]:
     """CPU model, cores, threads used, library versions."""
     import onnxruntime
 
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from memrefine_edge.report import cpu_model
+
+    cpu = cpu_model()
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),

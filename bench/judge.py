@@ -57,14 +57,9 @@ NOTES = """## Notes and caveats
 def machine() -> dict[str, Any]:
     import llama_cpp
 
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from memrefine_edge.report import cpu_model
+
+    cpu = cpu_model()
     return {"platform": platform.platform(), "python": platform.python_version(), "cpu": cpu,
             "cpus": os.cpu_count(), "llama_cpp_python": llama_cpp.__version__, "loadavg": os.getloadavg()}
 

@@ -43,14 +43,9 @@ RESULTS = Path(__file__).resolve().parent / "results" / "pairs.json"
 
 def machine_info() -> dict[str, object]:
     """CPU model, core count, numpy and BLAS versions."""
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from memrefine_edge.report import cpu_model
+
+    cpu = cpu_model()
     blas: object = "unknown"
     try:
         cfg = np.show_config(mode="dicts")

@@ -153,8 +153,10 @@ class Compressor:
 
     ``encoder`` embeds entries (and merged entries); ``method`` is a name from
     the method registry (``memrefine``, ...) or a :class:`Method`;
-    ``merger`` writes merged entries. ``progress`` is called after every
-    decision with a :class:`Progress`.
+    ``merger`` writes merged entries. ``min_similarity`` (default: none, as
+    in the paper) ends the candidate list at pairs below that cosine; a
+    popped pair below it is left unjudged. ``progress`` is called after
+    every decision with a :class:`Progress`.
     """
 
     def __init__(
@@ -167,6 +169,7 @@ class Compressor:
         metric: str = "json",
         mode: str = "paper",
         k: int = 16,
+        min_similarity: float | None = None,
         progress: Callable[[Progress], None] | None = None,
         method_options: dict[str, Any] | None = None,
     ) -> None:
@@ -181,6 +184,9 @@ class Compressor:
         self.metric = metric
         self.mode = mode
         self.k = k
+        if min_similarity is not None and not -1.0 <= min_similarity <= 1.0:
+            raise BudgetError(f"min_similarity must be in [-1, 1], got {min_similarity!r}")
+        self.min_similarity = min_similarity
         self.progress = progress
         self._session_start_size: int | None = None
 
@@ -244,7 +250,7 @@ class Compressor:
         store, journal = self.store, self.store.journal
         clock: Counter[str] = Counter()
         args = {"method": self.method.name, "metric": self.metric, "mode": self.mode,
-                "budget": budget, "budget_bytes": budget_bytes}
+                "budget": budget, "budget_bytes": budget_bytes, "min_similarity": self.min_similarity}
         unfinished = journal.unfinished_run()
         if unfinished is not None:
             recorded = {k: unfinished.params.get(k) for k in args}
@@ -260,6 +266,7 @@ class Compressor:
                     "resume it with that method"
                 )
             self.metric, self.mode = unfinished.params["metric"], unfinished.params["mode"]
+            self.min_similarity = unfinished.params.get("min_similarity")
             run_id, target, step = unfinished.run_id, int(unfinished.params["target_bytes"]), unfinished.cursor
             before = unfinished.params["before"]
         elif resume:
@@ -309,6 +316,11 @@ class Compressor:
             if pair is None:
                 stop = "no candidate pair left"
                 break
+            if self.min_similarity is not None and pair[2] < self.min_similarity:
+                # Pairs come in descending similarity: every later one is below too.
+                stop = "no candidate pair left"
+                stop += f" above min_similarity {self.min_similarity}"
+                break
             action, source = self._decide_and_apply(run_id, step, pair, queue, clock)
             actions[action] += 1
             sources[source] += 1
@@ -318,7 +330,7 @@ class Compressor:
         else:
             stop = "budget met"
 
-        if store.size(self.metric) > target and stop == "no candidate pair left" and self.mode == "strict":
+        if store.size(self.metric) > target and stop.startswith("no candidate pair left") and self.mode == "strict":
             step = self._evict(run_id, step, target, actions, sources)
             stop = "budget met by eviction (strict mode)"
 

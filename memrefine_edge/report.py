@@ -17,21 +17,25 @@ from typing import Any, Callable, Mapping
 
 from .metrics import CATEGORY_NAMES, CATEGORY_REPORT_ORDER
 
-__all__ = ["summarize", "render_markdown", "render_plot", "write_report", "machine_info", "write_json"]
+__all__ = ["summarize", "render_markdown", "render_plot", "write_report", "machine_info", "cpu_model", "write_json"]
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (or what :mod:`platform` knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def machine_info(version: str) -> dict[str, Any]:
     """CPU model, cores, OS and the versions that matter for the numbers."""
     import numpy as np
 
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     versions: dict[str, str | None] = {"memrefine-edge": version, "python": platform.python_version(),
                                        "numpy": np.__version__}
     for pkg in ("llama_cpp_python", "onnxruntime"):

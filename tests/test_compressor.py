@@ -330,3 +330,17 @@ def test_kill_9_at_any_phase_then_rerun_gives_the_same_store(tmp_path):
             assert export(s) == expected, (kill_step, phase)
             assert len(s.journal.decisions()) == n_steps
     assert kills >= 4, "most kill points must really kill"
+
+
+def test_min_similarity_ends_candidates_early_and_strict_still_meets_budget(tmp_path):
+    with make_store(tmp_path / "f.db", n=20) as store:
+        method = ScriptedMethod(policy="preserve")
+        report = compressor(store, method, min_similarity=0.5).run(budget=0.5)
+        assert report.stop_reason == "no candidate pair left above min_similarity 0.5"
+        assert method.seen and all(sim >= 0.5 for _, _, sim in method.seen)
+        n_pairs = 20 * 19 // 2
+        assert len(method.seen) < n_pairs
+        strict = compressor(store, ScriptedMethod(policy="preserve"), min_similarity=0.5, mode="strict")
+        assert strict.run(budget=0.5).budget_met
+    with pytest.raises(BudgetError, match="min_similarity"):
+        compressor(MemoryStore(tmp_path / "g.db"), min_similarity=1.5)

@@ -82,7 +82,8 @@ def _copy_db(src: Path, dst: Path) -> None:
 
 
 def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model,
-                 threads, resume, max_decisions, tau=None, protect=None, quiet=False) -> dict[str, Any]:
+                 threads, resume, max_decisions, tau=None, protect=None, min_similarity=None,
+                 quiet=False) -> dict[str, Any]:
     """Open, compress, close; returns the end report as a dict."""
     from ..compressor import Compressor
     from ..store import MemoryStore
@@ -91,7 +92,7 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
                                          encoder_model=encoder_model, threads=threads, tau=tau, protect=protect)
     with MemoryStore(db, create=False) as store:
         comp = Compressor(store, encoder=encoder, method=method_obj, merger=merger, metric=metric, mode=mode,
-                          progress=None if quiet else _progress_printer(metric))
+                          min_similarity=min_similarity, progress=None if quiet else _progress_printer(metric))
         report = comp.run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
     return report.as_dict()
 
@@ -110,6 +111,8 @@ _compress_options = [
     click.option("--encoder-model", type=click.Path(dir_okay=False), default=None, help="ONNX encoder file."),
     click.option("--threads", type=click.IntRange(1, 64), default=None,
                  help="CPU threads for the models [default: encoder min(2, cores), LLM 1]."),
+    click.option("--min-similarity", type=click.FloatRange(-1, 1), default=None,
+                 help="Stop proposing pairs below this cosine [default: none, as in the paper]."),
     click.option("--tau", type=float, default=None, help="rulesim/rulepr: similarity threshold for deletes."),
     click.option("--protect", type=float, default=None,
                  help="rulepr: PageRank percentile above which entries are never merge anchors."),
@@ -133,7 +136,7 @@ def _apply(options):
 @click.option("--max-decisions", type=click.IntRange(1), default=None, help="Stop after N decisions (resumable).")
 @json_option
 def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model, threads,
-             tau, protect, resume, dry_run, max_decisions, as_json) -> None:
+             min_similarity, tau, protect, resume, dry_run, max_decisions, as_json) -> None:
     """Compress the store to a budget (continues an interrupted run)."""
     db = resolve_db(db_path)
     if not db.exists():
@@ -142,7 +145,8 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
         raise click.UsageError("give --budget RATIO or --budget-bytes N (or --resume)")
     kwargs = dict(budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, method=method,
                   judge_model=judge_model, merge_model=merge_model, encoder_model=encoder_model, threads=threads,
-                  resume=resume, max_decisions=max_decisions, tau=tau, protect=protect)
+                  resume=resume, max_decisions=max_decisions, tau=tau, protect=protect,
+                  min_similarity=min_similarity)
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="memrefine-dry-") as tmp:
             copy = Path(tmp) / "copy.db"
