@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 import numpy as np
 
-from .errors import MemRefineError
+from .errors import RuleOptionError
 from .facts import normalise
 from .judge import Decision
 from .methods import Method, PairContext, register
@@ -84,10 +84,6 @@ MERGE_INSTRUCTION = "Merge A and B into one entry that keeps every fact of both 
 #: PageRank differences at or below this are ties. Scores sum to 1 and converge to ~6e-12 (L1),
 #: so this absorbs iteration noise between structurally equal nodes without hiding real differences.
 PR_TIE = 1e-9
-
-
-class RuleOptionError(MemRefineError, ValueError):
-    """An invalid option for a rule method (e.g. ``tau`` outside [-1, 1])."""
 
 
 def _number(value: Any, what: str, lo: float, hi: float, *, open_lo: bool = False, open_hi: bool = False) -> float:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import time
 from collections import Counter
@@ -249,8 +250,12 @@ class Compressor:
     def _run(self, *, budget, budget_bytes, resume, max_decisions) -> CompressionReport:
         store, journal = self.store, self.store.journal
         clock: Counter[str] = Counter()
+        # Method options (tau, ...) are part of what must match for an
+        # automatic resume: continuing with another threshold would silently
+        # change the run.
         args = {"method": self.method.name, "metric": self.metric, "mode": self.mode,
-                "budget": budget, "budget_bytes": budget_bytes, "min_similarity": self.min_similarity}
+                "budget": budget, "budget_bytes": budget_bytes, "min_similarity": self.min_similarity,
+                "options": json.loads(json.dumps(self.method.describe(), default=str))}
         unfinished = journal.unfinished_run()
         if unfinished is not None:
             recorded = {k: unfinished.params.get(k) for k in args}
@@ -286,7 +291,7 @@ class Compressor:
                 return self._report(None, target, before, "already within budget", Counter(), Counter(), 0, clock)
             run_id = journal.start_run(
                 self.method.name, {**args, "target_bytes": target, "before": before, "k": self.k,
-                                   "encoder": self.encoder.model_id, **self.method.describe()},
+                                   "encoder": self.encoder.model_id},
             )
 
         from .pairs import PairQueue
@@ -375,6 +380,7 @@ class Compressor:
                 clock["apply"] += time.perf_counter() - t
                 return "merge", decision.source
             decision_reason = f"merge could not keep every fact; preserved ({decision.reason})"
+            t = time.perf_counter()  # the failed merge is already in clock["merge"]
             journal.apply_preserve(run_id, step, pair, source="fallback", reason=decision_reason,
                                    metric=self.metric, latency_ms=latency)
             clock["apply"] += time.perf_counter() - t

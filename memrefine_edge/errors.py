@@ -20,6 +20,7 @@ __all__ = [
     "InvalidEntryError",
     "ImportFormatError",
     "BudgetError",
+    "RuleOptionError",
     "RunLockedError",
     "RunNotFoundError",
     "JudgeOutputError",
@@ -93,6 +94,10 @@ class ImportFormatError(MemRefineError, ValueError):
 
 class BudgetError(MemRefineError, ValueError):
     """A budget that is malformed or cannot be reached by any compression."""
+
+
+class RuleOptionError(MemRefineError, ValueError):
+    """An invalid option for a rule method (e.g. ``tau`` outside [-1, 1])."""
 
 
 class RunLockedError(MemRefineError):

@@ -344,3 +344,14 @@ def test_min_similarity_ends_candidates_early_and_strict_still_meets_budget(tmp_
         assert strict.run(budget=0.5).budget_met
     with pytest.raises(BudgetError, match="min_similarity"):
         compressor(MemoryStore(tmp_path / "g.db"), min_similarity=1.5)
+
+
+def test_resume_refuses_other_method_options(tmp_path):
+    from memrefine_edge.methods import get_method
+
+    with make_store(tmp_path / "o.db") as store:
+        first = compressor(store, get_method("rulesim", tau=0.9)).run(budget=0.5, max_decisions=2)
+        with pytest.raises(MemRefineError, match="interrupted"):
+            compressor(store, get_method("rulesim", tau=0.7)).run(budget=0.5)
+        done = compressor(store, get_method("rulesim", tau=0.9)).run(budget=0.5)
+        assert done.run_id == first.run_id and done.budget_met

@@ -28,6 +28,8 @@ def _build(method: str, *, judge_model, merge_model, encoder_model, threads, tau
     # deterministic, fact-keeping one (both entries, filler dropped).
     merger = GuardedMerger(LlamaMerger(merge_model, **llm_threads) if merge_model else None)
     if method == "memrefine":
+        if tau is not None or protect is not None:
+            raise MemRefineError("--tau and --protect apply to the rule methods (rulesim, rulepr), not memrefine")
         options: dict[str, Any] = {"judge": GuardedJudge(LlamaJudge(judge_model, **llm_threads))}
     else:
         if protect is not None and method != "rulepr":
