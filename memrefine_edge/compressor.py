@@ -41,7 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .encoder import Encoder
     from .merger import Merger
 
-__all__ = ["Compressor", "CompressionReport", "Progress", "RunLock", "MODES", "merged_entry_id", "build_merged_entry"]
+__all__ = ["Compressor", "CompressionReport", "Progress", "RunLock", "Upkeep", "MODES", "merged_entry_id",
+           "build_merged_entry"]
 
 MODES = ("paper", "strict")
 
@@ -462,3 +463,43 @@ class Compressor:
 def _describe(params: dict[str, Any]) -> str:
     budget = f"budget {params['budget']}" if params.get("budget") is not None else f"{params.get('budget_bytes')} bytes"
     return f"method {params.get('method')}, {budget}, metric {params.get('metric')}, mode {params.get('mode')}"
+
+
+class Upkeep:
+    """Keep a store under a size by itself, as entries are added (off unless installed).
+
+    Watermarks, in bytes of the compressor's metric: when an add takes the
+    store above ``high_bytes``, a compression pass runs down to
+    ``low_bytes`` (a gap between the two keeps passes rare). Install it with
+    :meth:`install`; every pass is an ordinary audited, undoable run.
+    """
+
+    def __init__(self, compressor: Compressor, *, high_bytes: int, low_bytes: int) -> None:
+        if not 0 < low_bytes <= high_bytes:
+            raise BudgetError(f"need 0 < low_bytes <= high_bytes, got low {low_bytes!r}, high {high_bytes!r}")
+        self.compressor = compressor
+        self.high_bytes = high_bytes
+        self.low_bytes = low_bytes
+        self.reports: list[CompressionReport] = []
+        self._running = False
+
+    def install(self) -> "Upkeep":
+        """Hook into the compressor's store; returns self."""
+        self.compressor.store.after_add.append(self)
+        return self
+
+    def uninstall(self) -> None:
+        """Remove the hook."""
+        self.compressor.store.after_add.remove(self)
+
+    def __call__(self, store: MemoryStore) -> CompressionReport | None:
+        # A merge inside the pass adds an entry too: never start a pass from within one.
+        if self._running or store.size(self.compressor.metric) <= self.high_bytes:
+            return None
+        self._running = True
+        try:
+            report = self.compressor.run(budget_bytes=self.low_bytes)
+        finally:
+            self._running = False
+        self.reports.append(report)
+        return report

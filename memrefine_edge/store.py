@@ -31,7 +31,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import sqlite_utils
@@ -221,6 +221,8 @@ class MemoryStore:
         self._in_tx = False
         self._migrate()
         self._journal: RunJournal | None = None
+        #: Called with the store after every committed add (see compressor.Upkeep).
+        self.after_add: list[Callable[["MemoryStore"], object]] = []
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -390,6 +392,9 @@ class MemoryStore:
                 out.append(replace(e, links=links))
             for e in out:
                 self._insert(e)
+        if not self._in_tx:  # only once the entries are committed, never inside a decision
+            for hook in list(self.after_add):
+                hook(self)
         return out
 
     def _insert(self, e: Entry, *, seq: int | None = None) -> None:

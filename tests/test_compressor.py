@@ -355,3 +355,23 @@ def test_resume_refuses_other_method_options(tmp_path):
             compressor(store, get_method("rulesim", tau=0.7)).run(budget=0.5)
         done = compressor(store, get_method("rulesim", tau=0.9)).run(budget=0.5)
         assert done.run_id == first.run_id and done.budget_met
+
+
+def test_upkeep_on_insert_keeps_the_store_under_its_watermark(tmp_path):
+    from memrefine_edge.compressor import Upkeep
+
+    entries = synthetic_entries(60, seed=5)
+    with MemoryStore(tmp_path / "u.db") as store:
+        store.add_many(entries[:10])
+        high = store.json_bytes() * 2
+        upkeep = Upkeep(compressor(store, mode="strict"), high_bytes=high, low_bytes=high // 2).install()
+        for e in entries[10:]:
+            store.add(Entry(id=e.id, content=e.content, timestamps=e.timestamps, provenance=e.provenance))
+            assert store.json_bytes() <= high
+        assert upkeep.reports and all(r.budget_met for r in upkeep.reports)
+        assert len(store.journal.runs()) == len(upkeep.reports)
+        upkeep.uninstall()
+        store.add(Entry(id="late", content="no upkeep any more " * (high // 10)))
+        assert store.json_bytes() > high and len(upkeep.reports) == len(store.journal.runs())
+    with pytest.raises(BudgetError):
+        Upkeep(compressor(MemoryStore(tmp_path / "v.db")), high_bytes=10, low_bytes=20)
