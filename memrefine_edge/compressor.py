@@ -26,7 +26,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field

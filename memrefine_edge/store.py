@@ -378,7 +378,6 @@ class MemoryStore:
             if e.id in seen:
                 raise DuplicateIdError(f"id {e.id!r} appears twice in the input")
             seen.add(e.id)
-        conn = self._db.conn
         with self.transaction():
             taken = [e.id for e in batch if e.id in self]
             if taken:

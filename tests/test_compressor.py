@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import subprocess
 import sys
@@ -226,52 +224,6 @@ def test_already_within_budget_changes_nothing(tmp_path):
     with make_store(tmp_path / "w.db", n=5) as store:
         report = compressor(store).run(budget=1.0)
         assert report.decisions == 0 and report.budget_met and store.journal.runs() == []
-
-
-# --- audit, undo -------------------------------------------------------------
-
-
-def test_every_decision_is_audited_with_sizes(tmp_path):
-    with make_store(tmp_path / "a.db") as store:
-        report = compressor(store).run(budget=0.5)
-        ds = store.journal.decisions(report.run_id)
-        assert len(ds) == report.decisions > 0
-        assert [d.step for d in ds] == list(range(len(ds)))
-        for d in ds:
-            assert d.a_id and d.action in {"delete", "merge", "preserve"} and d.source
-            assert d.size_after <= d.size_before or d.action == "merge"
-        assert ds[-1].size_after == store.json_bytes()
-        assert store.journal.run(report.run_id).status == "done"
-        assert sum(report.actions.values()) == report.decisions
-
-
-def test_undo_restores_the_store_exactly(tmp_path):
-    with make_store(tmp_path / "u.db") as store:
-        before = export(store)
-        embeddings_before = None
-        r1 = compressor(store).run(budget=0.6)
-        _, embeddings_before = store.embeddings()
-        r2 = compressor(store, mode="strict").run(budget=0.5)
-        assert export(store) != before
-        with pytest.raises(MemRefineError, match="undo it first"):
-            store.journal.undo(r1.run_id)
-        store.journal.undo(r2.run_id)
-        store.journal.undo(r1.run_id)
-        assert export(store) == before
-        assert store.journal.preserved_pairs() == []
-        assert store.stats().history_entries == 0
-        with pytest.raises(MemRefineError, match="already undone"):
-            store.journal.undo(r1.run_id)
-
-
-def test_purge_history_makes_runs_final(tmp_path):
-    with make_store(tmp_path / "p.db") as store:
-        r = compressor(store).run(budget=0.5)
-        assert store.stats().history_entries > 0
-        assert store.journal.purge_history() > 0
-        assert store.stats().history_entries == 0
-        with pytest.raises(MemRefineError, match="purged"):
-            store.journal.undo(r.run_id)
 
 
 # --- locking and resume ----------------------------------------------------------

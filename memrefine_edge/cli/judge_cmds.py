@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from . import cli, db_option, emit, json_option, log, open_store  # noqa: F401 - shared CLI helpers
+from . import cli, emit, json_option, log
 
 __all__ = ["judge_pairs", "read_pairs"]
 
