@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "MemoryStore": "store",
-    "Entry": "store",
+    "Entry": "entry",
     "StoreStats": "store",
     "Encoder": "encoder",
     "OnnxEncoder": "encoder",

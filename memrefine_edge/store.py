@@ -24,14 +24,13 @@ Size accounting (both exact, both tested):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import sqlite_utils
@@ -43,6 +42,7 @@ from .errors import (
     SchemaError,
     StoreError,
 )
+from .entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
 from .migrations import MIGRATIONS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,52 +61,8 @@ __all__ = [
     "METRICS",
 ]
 
-#: Longest content accepted (characters). A memory is a note, not a document;
-#: the judge only ever reads the first 2,000 characters of it.
-MAX_CONTENT_CHARS = 1_000_000
-MAX_ID_CHARS = 256
 METRICS = ("json", "disk")
 _MEMORY_TABLES = ("entries", "links", "links_dst", "sqlite_autoindex_entries_1")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One memory entry. Immutable; the store hands out fresh copies."""
-
-    id: str
-    content: str
-    keywords: tuple[str, ...] = ()
-    links: tuple[str, ...] = ()
-    timestamps: tuple[str, ...] = ()
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    provenance: tuple[str, ...] = ()
-
-    @property
-    def timestamp(self) -> str | None:
-        """The entry's first (earliest recorded) timestamp, if any."""
-        return self.timestamps[0] if self.timestamps else None
-
-    def counted_fields(self) -> dict[str, Any]:
-        """The fields the ``json`` size metric serialises, in order."""
-        return {
-            "id": self.id,
-            "content": self.content,
-            "keywords": list(self.keywords),
-            "links": list(self.links),
-            "timestamps": list(self.timestamps),
-            "metadata": dict(self.metadata),
-            "provenance": list(self.provenance),
-        }
-
-
-def json_size(entry: Entry) -> int:
-    """Bytes of one entry under the ``json`` metric."""
-    return len(json.dumps(entry.counted_fields(), ensure_ascii=False).encode("utf-8"))
-
-
-def content_hash(content: str) -> str:
-    """The hash that decides whether an entry must be re-embedded."""
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -125,58 +81,6 @@ class StoreStats:
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
-
-
-def _validate_text(value: Any, what: str, *, max_chars: int, allow_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise InvalidEntryError(f"{what} must be a string, got {type(value).__name__}")
-    if not allow_empty and not value.strip():
-        raise InvalidEntryError(f"{what} is empty")
-    if "\x00" in value:
-        raise InvalidEntryError(f"{what} contains a NUL character")
-    if len(value) > max_chars:
-        raise InvalidEntryError(f"{what} is {len(value):,} characters; the limit is {max_chars:,}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:  # lone surrogates from bad decoding
-        raise InvalidEntryError(f"{what} is not valid Unicode text: {exc.reason}") from exc
-    return value
-
-
-def _str_tuple(value: Any, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, Iterable):
-        raise InvalidEntryError(f"{what} must be a list of strings, got {type(value).__name__}")
-    out = []
-    for item in value:
-        out.append(_validate_text(item, f"an item of {what}", max_chars=MAX_CONTENT_CHARS))
-    return tuple(out)
-
-
-def validate_entry(entry: Entry) -> Entry:
-    """Check every field of an entry; return it normalised (tuples, plain dict)."""
-    if not isinstance(entry, Entry):
-        raise InvalidEntryError(f"expected an Entry, got {type(entry).__name__}")
-    _validate_text(entry.id, "id", max_chars=MAX_ID_CHARS)
-    _validate_text(entry.content, f"content of {entry.id!r}", max_chars=MAX_CONTENT_CHARS)
-    if not isinstance(entry.metadata, Mapping):
-        raise InvalidEntryError(f"metadata of {entry.id!r} must be a JSON object")
-    try:
-        metadata = json.loads(json.dumps(dict(entry.metadata), ensure_ascii=False, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidEntryError(f"metadata of {entry.id!r} is not JSON-serialisable: {exc}") from exc
-    links = _str_tuple(entry.links, f"links of {entry.id!r}")
-    # Duplicates and self-loops carry nothing; drop them here, once.
-    links = tuple(dict.fromkeys(link for link in links if link != entry.id))
-    return replace(
-        entry,
-        keywords=_str_tuple(entry.keywords, f"keywords of {entry.id!r}"),
-        links=links,
-        timestamps=_str_tuple(entry.timestamps, f"timestamps of {entry.id!r}"),
-        metadata=metadata,
-        provenance=tuple(dict.fromkeys(_str_tuple(entry.provenance, f"provenance of {entry.id!r}"))),
-    )
 
 
 class MemoryStore:
