@@ -35,3 +35,20 @@ def locomo_dir() -> Path:
     if not (path / "locomo-dev.json").is_file():
         pytest.skip(f"LoCoMo data not found at {path} (set MEMREFINE_LOCOMO to its folder)")
     return path
+
+
+_MEASURED: list[tuple[str, object]] = []
+
+
+def pytest_runtest_logreport(report):
+    """Collect measured numbers that tests record (e.g. encoder fidelity)."""
+    if report.when == "call":
+        _MEASURED.extend((k, v) for k, v in report.user_properties if k.startswith("fidelity_"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the measured numbers at the end of every run, so CI logs carry them."""
+    if _MEASURED:
+        terminalreporter.section("measured")
+        for key, value in _MEASURED:
+            terminalreporter.write_line(f"{key}: {value}")
