@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from memrefine_edge.compressor import Compressor
 from memrefine_edge.errors import MemRefineError
+from memrefine_edge.judge import Decision
+from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.testing import HashEncoder
 
-from test_compressor import compressor, export, make_store
+from fakes import ConcatMerger
+from test_compressor import OneShot, compressor, export, make_store
 
 
 def test_every_decision_is_audited_with_sizes(tmp_path):
@@ -50,3 +55,21 @@ def test_purge_history_makes_runs_final(tmp_path):
         assert store.stats().history_entries == 0
         with pytest.raises(MemRefineError, match="purged"):
             store.journal.undo(r.run_id)
+
+
+def test_purged_text_is_gone_from_the_file_bytes(tmp_path):
+    path = tmp_path / "secret.db"
+    with MemoryStore(path) as store:
+        store.add_many([
+            Entry(id="a", content="the door code is zebra-7781-quokka, says Ana"),
+            Entry(id="b", content="the door code is zebra-7781-quokka, Ana said"),
+        ])
+        delete = Decision(action="delete", target="b", reason="dup", source="rule")
+        Compressor(store, encoder=HashEncoder(), method=OneShot(delete), merger=ConcatMerger()).run(
+            budget_bytes=store.json_bytes() - 1)
+        assert "b" not in store
+        store.journal.purge_history()
+    data = path.read_bytes() + (path.with_name(path.name + "-wal").read_bytes()
+                                if path.with_name(path.name + "-wal").exists() else b"")
+    assert data.count(b"Ana said") == 0          # the deleted entry's text
+    assert data.count(b"says Ana") == 1          # the kept entry, once
