@@ -35,8 +35,10 @@ class Encoder(abc.ABC):
 
     model_id: str = "unknown"
     dim: int = 384
-    #: Texts per call to :meth:`embed_batch`.
-    batch_size: int = 32
+    #: Texts per call to :meth:`embed_batch`. Small on purpose: measured on
+    #: 419 LoCoMo turns, batch 32 peaked at 636 MB RSS, batch 8 at 290 MB,
+    #: and was no slower (bench/results/compress_memory.md).
+    batch_size: int = 8
 
     @abc.abstractmethod
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
@@ -127,7 +129,7 @@ class OnnxEncoder(Encoder):
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = 8,
         max_tokens: int = 256,
         verbose: bool = False,
     ) -> None:

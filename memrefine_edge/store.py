@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 METRICS = ("json", "disk")
-_MEMORY_TABLES = ("entries", "links", "links_dst", "sqlite_autoindex_entries_1")
+_MEMORY_TABLES = ("entries", "links", "links_dst", "sqlite_autoindex_entries_1", "entries_json_bytes")
 
 
 @dataclass(frozen=True)

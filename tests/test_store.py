@@ -210,7 +210,7 @@ def _leaf_page(cells: list[int]) -> int:
 
 def _expected_disk(rows: list[tuple[int, Entry, tuple | None]]) -> int:
     """Disk bytes of entries (rowid, entry, (blob, model) or None), all fitting on one leaf page each table."""
-    entry_cells, id_cells, link_cells, dst_cells = [], [], [], []
+    entry_cells, id_cells, link_cells, dst_cells, size_cells = [], [], [], [], []
     for rowid, e, emb in rows:
         blob, model = emb if emb else (None, None)
         values = [
@@ -231,17 +231,19 @@ def _expected_disk(rows: list[tuple[int, Entry, tuple | None]]) -> int:
         entry_cells.append(_varint_len(payload) + _varint_len(rowid) + payload)
         idx = _record([e.id, rowid])
         id_cells.append(_varint_len(idx) + idx)
+        idx = _record([json_size(e), rowid])  # entries_json_bytes (migration 0003)
+        size_cells.append(_varint_len(idx) + idx)
         for i, dst in enumerate(e.links):
             rec = _record([e.id, dst, i])  # WITHOUT ROWID: the row is an index record
             link_cells.append(_varint_len(rec) + rec)
             rec = _record([dst, e.id])  # links_dst: (dst) plus the primary key's other column
             dst_cells.append(_varint_len(rec) + rec)
-    return sum(_leaf_page(c) for c in (entry_cells, id_cells, link_cells, dst_cells))
+    return sum(_leaf_page(c) for c in (entry_cells, id_cells, link_cells, dst_cells, size_cells))
 
 
 def test_disk_metric_by_page_arithmetic(tmp_store):
     assert tmp_store._db.conn.execute("PRAGMA page_size").fetchone()[0] == 4096
-    assert tmp_store.disk_bytes() == 4 * 8  # four empty b-trees: just their page headers
+    assert tmp_store.disk_bytes() == 5 * 8  # five empty b-trees: just their page headers
     a = Entry(id="a", content="Zoë likes tea", keywords=("tea",), metadata={"s": 1}, provenance=("D1:1",))
     b = Entry(id="b", content="x" * 300, links=("a",), timestamps=("2024-01-01",))
     tmp_store.add_many([a, b])
@@ -266,7 +268,7 @@ def test_disk_metric_matches_dbstat_on_a_bigger_store(tmp_store):
     tmp_store.add_many(Entry(id=f"e{i}", content=f"memory number {i} " * 20) for i in range(300))
     conn = tmp_store._db.conn
     manual = 0
-    for name in ("entries", "links", "links_dst", "sqlite_autoindex_entries_1"):
+    for name in ("entries", "links", "links_dst", "sqlite_autoindex_entries_1", "entries_json_bytes"):
         manual += conn.execute("SELECT SUM(pgsize) - SUM(unused) FROM dbstat WHERE name = ?", (name,)).fetchone()[0]
     assert tmp_store.disk_bytes() == manual
     stats = tmp_store.stats()
