@@ -56,7 +56,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterable
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from .errors import DuplicateIdError, ImportFormatError, InvalidEntryError
 from .store import Entry, MemoryStore, validate_entry
@@ -68,6 +68,7 @@ __all__ = [
     "FORMATS",
     "ImportReport",
     "parse_file",
+    "json_lines",
     "import_file",
     "export_jsonl",
     "entry_to_json",
@@ -437,9 +438,13 @@ def entry_from_json(obj: Any, *, line: int | None = None) -> Entry:
     return _checked(entry, f"line {line}" if line is not None else "entry")
 
 
-def _parse_jsonl(path: Path) -> _Parsed:
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for every non-blank line of a JSON-lines file.
+
+    Bad UTF-8 or a line that is not JSON raises :class:`ImportFormatError`
+    naming the 1-based line.
+    """
     text = _read_text(path)
-    entries = []
     # Split on "\n" only: str.splitlines() would also split on U+2028 etc.,
     # which json.dumps(ensure_ascii=False) leaves raw inside strings.
     for n, line in enumerate(text.split("\n"), 1):
@@ -447,10 +452,14 @@ def _parse_jsonl(path: Path) -> _Parsed:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            value = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ImportFormatError(f"malformed JSON: {exc.msg} (column {exc.colno})", line=n) from exc
-        entries.append(entry_from_json(obj, line=n))
+            raise ImportFormatError(f"not valid JSON: malformed {exc.msg} (column {exc.colno})", line=n) from exc
+        yield n, value
+
+
+def _parse_jsonl(path: Path) -> _Parsed:
+    entries = [entry_from_json(obj, line=n) for n, obj in json_lines(path)]
     return _Parsed(entries, Counter())
 
 

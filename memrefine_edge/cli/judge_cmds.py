@@ -25,20 +25,11 @@ def read_pairs(path: Path) -> list[dict[str, Any]]:
     raises :class:`ImportFormatError` naming the 1-based line.
     """
     from ..errors import ImportFormatError
+    from ..importers import json_lines
 
     pairs: list[dict[str, Any]] = []
     seen: set[str] = set()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"{path} is not UTF-8 text ({exc.reason})") from exc
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ImportFormatError(f"not valid JSON ({exc.msg})", line=no) from exc
+    for no, obj in json_lines(path):
         if not isinstance(obj, dict):
             raise ImportFormatError("expected a JSON object with id, a, b", line=no)
         pid = obj.get("id")
