@@ -332,21 +332,16 @@ class Compressor:
             step += 1
             done_here += 1
             self._tick(step, target, actions, started, done_here)
-        else:
-            stop = "budget met"
 
         if store.size(self.metric) > target and stop.startswith("no candidate pair left") and self.mode == "strict":
             step = self._evict(run_id, step, target, actions, sources)
             stop = "budget met by eviction (strict mode)"
 
-        if not stop.startswith("stopped"):
-            llm = self.method.llm_calls - llm_calls_before
-            report = self._report(run_id, target, before, stop, actions, sources, llm, clock,
-                                  resumed=unfinished is not None)
+        report = self._report(run_id, target, before, stop, actions, sources,
+                              self.method.llm_calls - llm_calls_before, clock, resumed=unfinished is not None)
+        if not stop.startswith("stopped"):  # a run stopped by max_decisions stays resumable
             journal.finish_run(run_id, report.as_dict())
-            return report
-        return self._report(run_id, target, before, stop, actions, sources,
-                            self.method.llm_calls - llm_calls_before, clock, resumed=unfinished is not None)
+        return report
 
     def _decide_and_apply(self, run_id, step, pair, queue, clock) -> tuple[str, str]:
         store, journal = self.store, self.store.journal
@@ -412,9 +407,10 @@ class Compressor:
         from .facts import is_filler
 
         degree = self.store.link_degrees()
+        # entries() yields insertion order, so the position is the seq order (oldest first).
         order = sorted(
-            ((0 if is_filler(e.content) else 1, degree.get(e.id, 0), self.store.seq_of(e.id), e.id)
-             for e in self.store.entries())
+            ((0 if is_filler(e.content) else 1, degree.get(e.id, 0), pos, e.id)
+             for pos, e in enumerate(self.store.entries()))
         )
         keeper = next((key[3] for key in reversed(order)
                        if self.store.solo_size(key[3], self.metric) <= target), None)
