@@ -59,6 +59,7 @@ __all__ = [
 ]
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*)?):\s+")
+_INLINE_SPEAKER = re.compile(r"(?<=[.!?\]])\s+([A-Z][\w'.-]*(?: [A-Z][\w'.-]*)?):\s+")
 _CLAUSE = re.compile(r"[.!?;,:\n()\"\u2014\u2013]+|\s-\s|<3")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*|\d+(?:[.,:]\d+)*(?:st|nd|rd|th|k|K|s|am|pm|%)?")
@@ -296,8 +297,14 @@ def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool
 def _extract_cached(text: str) -> tuple[Facts, bool]:
     speaker, body = strip_speaker(text)
     names, numbers, dates, negated, words, filler = _scan(body)
-    if speaker:
+    # Who said it is a fact only of something worth keeping: the speaker of
+    # pure small talk ("Melanie: Hey! What's up?") is no fact to protect.
+    if speaker and not filler:
         names.add(speaker.lower())
+    # A merged entry speaks for several people ("Caroline: ... Melanie: ...");
+    # the scan sees a label alone in its clause and would take it for a
+    # vocative, so labels after a sentence end count as names here.
+    names.update(m.group(1).lower() for m in _INLINE_SPEAKER.finditer(body) if m.group(1).lower() not in _STOP)
     facts = Facts(speaker=speaker.lower() if speaker else None, names=frozenset(names),
                   numbers=frozenset(numbers), dates=frozenset(dates), negated=negated,
                   words=frozenset(words))

@@ -129,3 +129,18 @@ def test_fast_path_filler_rules():
 
 def test_fast_path_leaves_real_decisions_to_the_judge():
     assert fast_path("John practices kickboxing.", "John practices taekwondo.") is None
+
+
+def test_the_speaker_of_pure_small_talk_is_no_fact():
+    greeting = "Melanie: Hey Caroline! Good to talk to you again. What's up? Anything new since last time?"
+    assert is_filler(greeting) and "melanie" not in extract(greeting).names
+    assert not missing_facts(greeting, "Caroline: Hey Melanie, great to hear from you.")
+    assert "melanie" in extract("Melanie: I painted a lake last week.").names  # a fact: who said it counts
+
+
+def test_speaker_labels_inside_a_merged_entry_are_names():
+    merged = ("Caroline: Mental health's a priority, so take care of yourself. "
+              "Melanie: Mental health is important to me, and it's made such an improvement!")
+    assert {"caroline", "melanie"} <= extract(merged).names
+    a = "Melanie: Caroline, thanks! Mental health is important to me, and it's made such an improvement!"
+    assert not missing_facts(a, merged)
