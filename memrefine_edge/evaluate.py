@@ -147,8 +147,9 @@ class EvalConfig:
     chain: bool = False
     metric: str = "json"
     mode: str = "paper"
-    merger: str = "llm"  # "llm" (the merge model) or "concat" (deterministic, no LLM)
-    judge_model: str | None = None
+    merger: str = "concat"  # "concat" (deterministic, no LLM; the compress default) or "llm" (the judge model)
+    judge_model: str | None = None  # a GGUF path, None (bundled) or "none" (model-free fact judge)
+    merge_min_similarity: float | None = None  # memrefine's guard; None: judge.DEFAULT_MERGE_MIN_SIMILARITY
     answer_model: str | None = None
     encoder_model: str | None = None
     text_dir: Path | None = None
@@ -463,9 +464,11 @@ def _default_factory(name: str, config: EvalConfig) -> "tuple[Method, Merger | N
     merger = GuardedMerger(LlamaMerger(config.judge_model, n_threads=config.threads)
                            if config.merger == "llm" else None)
     if name == "memrefine":
-        from .judge import GuardedJudge, LlamaJudge
+        from .judge import default_judge
 
-        return get_method(name, judge=GuardedJudge(LlamaJudge(config.judge_model, n_threads=config.threads))), merger
+        judge = default_judge(config.judge_model, n_threads=config.threads,
+                              merge_min_similarity=config.merge_min_similarity)
+        return get_method(name, judge=judge), merger
     _methods_known(())
     return get_method(name), merger
 

@@ -38,6 +38,19 @@ Defaults, measured on the 110-pair LoCoMo dev set and the latency bench
   a model. Fact safety never rests on the model.
 * prefix reuse: the fixed instructions come first, so llama.cpp only
   evaluates the pair's tokens (about 5x faster per pair here).
+* ``merge_min_similarity=0.5`` (:data:`DEFAULT_MERGE_MIN_SIMILARITY`): what a
+  refused delete becomes when both entries hold facts of their own -- a
+  merge at or above it, preserve below. A merge keeps every fact (the merger
+  is guarded), so this threshold trades retrieval granularity, not facts.
+  Pairs come in descending similarity and the loop stops at the budget, so
+  a pair of distinct facts in [0.5, 0.75) is merged only when the more
+  similar pairs did not reach the budget. Measured
+  (``bench/results/merge_threshold.md``): at 0.75, LoCoMo turn stores stop
+  at ~86% (every remaining pair is distinct facts, preserved); at 0.5 they
+  reach 50% and below with evidence recall@10 at or above base and the dev
+  set's fact-losing rate unchanged (0.9%). Its ideal-action accuracy drops
+  (0.78 -> 0.69) because the dev labels say "preserve" for distinct facts, the
+  paper's setting; users who want exactly that pass 0.75.
 """
 
 from __future__ import annotations
@@ -53,8 +66,15 @@ from typing import Any, Literal
 from .errors import JudgeOutputError
 from .facts import describe, fast_path, missing_facts
 
+#: Default similarity at or above which the fact guard merges (instead of
+#: preserving) a pair whose entries both hold facts of their own. See the
+#: module docstring for the measurement behind 0.5.
+DEFAULT_MERGE_MIN_SIMILARITY = 0.5
+
 __all__ = [
+    "DEFAULT_MERGE_MIN_SIMILARITY",
     "Decision",
+    "default_judge",
     "Judge",
     "LlamaJudge",
     "GuardedJudge",
@@ -118,6 +138,10 @@ class Judge(abc.ABC):
         return self.decide(a, b, float(similarity))
 
     __call__ = judge
+
+    def describe(self) -> dict[str, Any]:
+        """Settings recorded with a run (the class name; subclasses add their knobs)."""
+        return {"type": type(self).__name__}
 
 
 # --- prompt -------------------------------------------------------------------
@@ -277,6 +301,11 @@ class LlamaJudge(Judge):
         self._option_tokens: dict[str, int] | None = None
         self._grammar: Any = None
 
+    def describe(self) -> dict[str, Any]:
+        """The model file and decoding settings, recorded with each run."""
+        return {"type": "LlamaJudge", "model": os.path.basename(str(self.model_path)) if self.model_path else "default",
+                "mode": self.mode, "few_shot": self.few_shot}
+
     @property
     def llm(self) -> Any:
         """The shared ``llama_cpp.Llama`` (loaded on first use)."""
@@ -374,9 +403,15 @@ class FactJudge(Judge):
     ``source="guard"``.
     """
 
-    def __init__(self, *, min_word_cover: float = 0.75, merge_min_similarity: float = 0.75) -> None:
-        self.min_word_cover = min_word_cover
-        self.merge_min_similarity = merge_min_similarity
+    def __init__(self, *, min_word_cover: float = 0.75,
+                 merge_min_similarity: float = DEFAULT_MERGE_MIN_SIMILARITY) -> None:
+        self.min_word_cover = _check_unit("min_word_cover", min_word_cover, 0.0)
+        self.merge_min_similarity = _check_unit("merge_min_similarity", merge_min_similarity, -1.0)
+
+    def describe(self) -> dict[str, Any]:
+        """The judge's settings, recorded with each run."""
+        return {"type": "FactJudge", "min_word_cover": self.min_word_cover,
+                "merge_min_similarity": self.merge_min_similarity}
 
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """Decide from fact coverage and similarity alone."""
@@ -393,6 +428,12 @@ class FactJudge(Judge):
                             reason=f"each entry holds facts of its own; similarity {similarity:.2f}", source="guard")
         return Decision("preserve", None, reason=f"distinct facts (e.g. {describe(a_lost, a)}); similarity "
                                                  f"{similarity:.2f} < {self.merge_min_similarity}", source="guard")
+
+
+def _check_unit(name: str, value: float, low: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= 1.0:
+        raise ValueError(f"{name} must be a number in [{low:g}, 1], got {value!r}")
+    return float(value)
 
 
 # --- the guarded pipeline ---------------------------------------------------------
@@ -416,20 +457,26 @@ class GuardedJudge(Judge):
         *,
         use_fast_path: bool = True,
         min_word_cover: float = 0.75,
-        merge_min_similarity: float = 0.75,
+        merge_min_similarity: float = DEFAULT_MERGE_MIN_SIMILARITY,
         check_merges: bool = True,
         retries: int = 1,
     ) -> None:
         self.inner = inner
         self.use_fast_path = use_fast_path
-        self.min_word_cover = min_word_cover
-        self.merge_min_similarity = merge_min_similarity
+        self.min_word_cover = _check_unit("min_word_cover", min_word_cover, 0.0)
+        self.merge_min_similarity = _check_unit("merge_min_similarity", merge_min_similarity, -1.0)
         self.check_merges = check_merges
         self.retries = retries
         self.stats: dict[str, int] = {k: 0 for k in (
             "pairs", "rule_hits", "llm_calls", "invalid_outputs", "fallbacks", "guard_overrides",
             "guard_flips", "guard_merges", "guard_preserves", "guard_merge_to_delete")}
         self.last_raw: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The pipeline's settings (and the inner judge's), recorded with each run."""
+        inner = self.inner.describe() if self.inner is not None else None
+        return {"type": "GuardedJudge", "inner": inner, "fast_path": self.use_fast_path,
+                "min_word_cover": self.min_word_cover, "merge_min_similarity": self.merge_min_similarity}
 
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """Run the pipeline for one pair."""
@@ -510,3 +557,21 @@ class GuardedJudge(Judge):
                         merge_instruction=merge_instruction_for(a, b, min_word_cover=cover),
                         reason=f"guard: deleting {decision.target.upper()} would lose {describe(lost, gone)}",
                         source="guard")
+
+
+def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads: int = 1,
+                  merge_min_similarity: float | None = None) -> GuardedJudge:
+    """The product's judge: fast path, then a GGUF judge, then the fact guard.
+
+    ``model_path=None`` is the bundled GGUF; ``"none"`` puts the model-free
+    :class:`FactJudge` in its place (on the dev set the same decisions as
+    the bundled 135M model, at no model cost). The model loads lazily, on
+    the first pair the fast path does not settle.
+    """
+    mms = DEFAULT_MERGE_MIN_SIMILARITY if merge_min_similarity is None else merge_min_similarity
+    inner: Judge
+    if model_path is not None and str(model_path) == "none":
+        inner = FactJudge(merge_min_similarity=mms)
+    else:
+        inner = LlamaJudge(model_path, n_threads=n_threads)
+    return GuardedJudge(inner, merge_min_similarity=mms)

@@ -17,6 +17,9 @@ from fakes import ConcatMerger, ScriptedMethod
 from test_compressor import make_store
 
 
+_REAL_BUILD = compress_cmds._build  # captured before the fixture below replaces it
+
+
 @pytest.fixture(autouse=True)
 def fake_models(monkeypatch):
     def build(method, **_kw):
@@ -110,3 +113,25 @@ def test_demo_compresses_the_bundled_sample(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["before"]["entries"] > 50 and report["budget_met"]
+
+
+def test_build_wires_the_judge_options_and_refuses_them_for_rule_methods():
+    from memrefine_edge.errors import MemRefineError
+
+    common = dict(merge_model=None, encoder_model=None, threads=1)
+    _enc, method, _merger = _REAL_BUILD("memrefine", judge_model="none", merge_min_similarity=0.75, **common)
+    assert method.describe()["judge"]["inner"] == {"type": "FactJudge", "min_word_cover": 0.75,
+                                                   "merge_min_similarity": 0.75}
+    _enc, method, _merger = _REAL_BUILD("memrefine", judge_model="none", merge_min_similarity=0.0, **common)
+    assert method.describe()["judge"]["merge_min_similarity"] == 0.0  # 0.0 is a value, not "unset"
+    with pytest.raises(MemRefineError, match="--merge-min-similarity"):
+        _REAL_BUILD("rulesim", judge_model=None, merge_min_similarity=0.6, **common)
+
+
+def test_merge_min_similarity_out_of_range_is_a_usage_error(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    raw = db.read_bytes()
+    result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--merge-min-similarity", "2"])
+    assert result.exit_code == 2 and "merge-min-similarity" in result.output
+    assert db.read_bytes() == raw

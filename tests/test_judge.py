@@ -161,8 +161,34 @@ def test_guard_turns_a_fact_losing_delete_into_merge_or_preserve():
     d = j.judge(a, b, 0.88)
     assert d.action == "merge" and d.source == "guard"
     assert "june" in d.merge_instruction.lower() and "last week" in d.merge_instruction
-    d = j.judge("John practices kickboxing.", "John practices taekwondo.", 0.6)  # distinct facts
+    d = j.judge("John practices kickboxing.", "John practices taekwondo.", 0.45)  # distinct facts, less related
     assert (d.action, d.source) == ("preserve", "guard")
+    # Between 0.5 (the default) and 0.75 (the paper's "distinct facts are preserved") only the setting decides.
+    assert j.judge("John practices kickboxing.", "John practices taekwondo.", 0.6).action == "merge"
+    paper = GuardedJudge(AlwaysJudge(Decision("delete", "b")), merge_min_similarity=0.75)
+    assert paper.judge("John practices kickboxing.", "John practices taekwondo.", 0.6).action == "preserve"
+
+
+@pytest.mark.parametrize("bad", [1.5, -2.0, "0.5", True, float("nan")])
+def test_guard_thresholds_are_checked(bad):
+    from memrefine_edge.judge import FactJudge
+
+    with pytest.raises(ValueError, match="merge_min_similarity"):
+        GuardedJudge(None, merge_min_similarity=bad)
+    with pytest.raises(ValueError, match="merge_min_similarity"):
+        FactJudge(merge_min_similarity=bad)
+
+
+def test_default_judge_records_its_settings():
+    from memrefine_edge.judge import DEFAULT_MERGE_MIN_SIMILARITY, default_judge
+
+    j = default_judge("none")
+    assert j.describe() == {"type": "GuardedJudge", "fast_path": True, "min_word_cover": 0.75,
+                            "merge_min_similarity": DEFAULT_MERGE_MIN_SIMILARITY,
+                            "inner": {"type": "FactJudge", "min_word_cover": 0.75,
+                                      "merge_min_similarity": DEFAULT_MERGE_MIN_SIMILARITY}}
+    assert default_judge("none", merge_min_similarity=0.75).describe()["inner"]["merge_min_similarity"] == 0.75
+    assert default_judge(None).describe()["inner"]["type"] == "LlamaJudge"  # lazy: no model is loaded here
 
 
 def test_guard_replaces_a_needless_merge_by_a_delete():
@@ -268,5 +294,5 @@ def test_fact_judge_without_a_model():
     assert j.judge("Tim toured London.", "Tim visited London in 2019 and toured it.", 0.8).target == "a"
     assert j.judge("John scored 40 points last week.", "John scored 40 points in a June playoff.", 0.88).action \
         == "merge"
-    assert j.judge("John practices kickboxing.", "John practices taekwondo.", 0.6).action == "preserve"
+    assert j.judge("John practices kickboxing.", "John practices taekwondo.", 0.45).action == "preserve"
     assert j.stats["llm_calls"] == 3  # the inner judge is called, but it is not a model

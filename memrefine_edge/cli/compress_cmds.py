@@ -14,10 +14,11 @@ from ..errors import MemRefineError
 from . import cli, db_option, emit, json_option, log, open_store, resolve_db
 
 
-def _build(method: str, *, judge_model, merge_model, encoder_model, threads, tau=None, protect=None):
+def _build(method: str, *, judge_model, merge_model, encoder_model, threads, tau=None, protect=None,
+           merge_min_similarity=None):
     """The encoder, method and merger a command runs with (heavy imports here only)."""
     from ..encoder import OnnxEncoder
-    from ..judge import GuardedJudge, LlamaJudge
+    from ..judge import default_judge
     from ..merger import GuardedMerger, LlamaMerger
     from ..methods import get_method
 
@@ -30,8 +31,11 @@ def _build(method: str, *, judge_model, merge_model, encoder_model, threads, tau
     if method == "memrefine":
         if tau is not None or protect is not None:
             raise MemRefineError("--tau and --protect apply to the rule methods (rulesim, rulepr), not memrefine")
-        options: dict[str, Any] = {"judge": GuardedJudge(LlamaJudge(judge_model, **llm_threads))}
+        options: dict[str, Any] = {"judge": default_judge(judge_model, merge_min_similarity=merge_min_similarity,
+                                                           **llm_threads)}
     else:
+        if merge_min_similarity is not None:
+            raise MemRefineError("--merge-min-similarity applies to --method memrefine")
         if protect is not None and method != "rulepr":
             raise MemRefineError("--protect only applies to --method rulepr")
         options = {k: v for k, v in {"tau": tau, "protect": protect}.items() if v is not None}
@@ -85,13 +89,14 @@ def _copy_db(src: Path, dst: Path) -> None:
 
 def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model,
                  threads, resume, max_decisions, tau=None, protect=None, min_similarity=None,
-                 quiet=False) -> dict[str, Any]:
+                 merge_min_similarity=None, quiet=False) -> dict[str, Any]:
     """Open, compress, close; returns the end report as a dict."""
     from ..compressor import Compressor
     from ..store import MemoryStore
 
     encoder, method_obj, merger = _build(method, judge_model=judge_model, merge_model=merge_model,
-                                         encoder_model=encoder_model, threads=threads, tau=tau, protect=protect)
+                                         encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
+                                         merge_min_similarity=merge_min_similarity)
     with MemoryStore(db, create=False) as store:
         comp = Compressor(store, encoder=encoder, method=method_obj, merger=merger, metric=metric, mode=mode,
                           min_similarity=min_similarity, progress=None if quiet else _progress_printer(metric))
@@ -107,7 +112,11 @@ _compress_options = [
     click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
                  help="paper: stop when no candidate is left; strict: evict until the budget holds."),
     click.option("--method", default="memrefine", show_default=True, help="Compression method."),
-    click.option("--judge-model", type=click.Path(dir_okay=False), default=None, help="GGUF for the judge."),
+    click.option("--judge-model", type=click.Path(dir_okay=False), default=None,
+                 help="GGUF for the judge, or 'none' for the model-free fact judge [default: the bundled GGUF]."),
+    click.option("--merge-min-similarity", type=click.FloatRange(-1, 1), default=None,
+                 help="memrefine: merge (not preserve) two entries with distinct facts at or above this cosine "
+                      "[default: 0.5; 0.75 is the paper's 'distinct facts are preserved']."),
     click.option("--merge-model", type=click.Path(dir_okay=False), default=None,
                  help="GGUF for merges [default: no LLM; a deterministic merge that keeps both entries' facts]."),
     click.option("--encoder-model", type=click.Path(dir_okay=False), default=None, help="ONNX encoder file."),
@@ -137,8 +146,8 @@ def _apply(options):
 @click.option("--dry-run", is_flag=True, help="Run on a temporary copy and report; the store is not touched.")
 @click.option("--max-decisions", type=click.IntRange(1), default=None, help="Stop after N decisions (resumable).")
 @json_option
-def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model, threads,
-             min_similarity, tau, protect, resume, dry_run, max_decisions, as_json) -> None:
+def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_min_similarity, merge_model,
+             encoder_model, threads, min_similarity, tau, protect, resume, dry_run, max_decisions, as_json) -> None:
     """Compress the store to a budget (continues an interrupted run)."""
     db = resolve_db(db_path)
     if not db.exists():
@@ -148,7 +157,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
     kwargs = dict(budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, method=method,
                   judge_model=judge_model, merge_model=merge_model, encoder_model=encoder_model, threads=threads,
                   resume=resume, max_decisions=max_decisions, tau=tau, protect=protect,
-                  min_similarity=min_similarity)
+                  min_similarity=min_similarity, merge_min_similarity=merge_min_similarity)
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="memrefine-dry-") as tmp:
             copy = Path(tmp) / "copy.db"

@@ -50,9 +50,13 @@ def eval_group() -> None:
 @click.option("--answer-model", type=click.Path(dir_okay=False), default=None,
               help="GGUF answer model [default: the bundled SmolLM2-135M].")
 @click.option("--judge-model", type=click.Path(dir_okay=False), default=None,
-              help="GGUF judge and merge model [default: the bundled SmolLM2-135M].")
-@click.option("--merger", type=click.Choice(["llm", "concat"]), default="llm", show_default=True,
-              help="llm: merges are written by the merge model; concat: deterministic concatenation (no LLM).")
+              help="GGUF judge (and merge) model, or 'none' for the model-free fact judge "
+                   "[default: the bundled SmolLM2-135M].")
+@click.option("--merge-min-similarity", type=click.FloatRange(-1, 1), default=None,
+              help="memrefine: merge, not preserve, distinct-fact pairs at or above this cosine [default: 0.5].")
+@click.option("--merger", type=click.Choice(["llm", "concat"]), default="concat", show_default=True,
+              help="concat: deterministic, fact-keeping merge (as `memrefine compress` without --merge-model); "
+                   "llm: merges written by the judge model, checked by the merge guard.")
 @click.option("--chain", is_flag=True,
               help="Compress one copy through the budgets in descending order, measuring at each (same stores "
                    "as independent runs, far cheaper).")
@@ -68,7 +72,7 @@ def eval_group() -> None:
               help="Output folder: results.json, report.md, utility_vs_budget.png, cache/.")
 @json_option
 def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, qa_limit, no_qa, answer_model, judge_model,
-                merger, chain, metric, mode, seed, threads, keep_stores, out, as_json) -> None:
+                merge_min_similarity, merger, chain, metric, mode, seed, threads, keep_stores, out, as_json) -> None:
     """Reproduce the storage-utility table on LoCoMo: storage, evidence recall@10 and QA F1/EM per budget."""
     from ..evaluate import EvalConfig, run_eval
 
@@ -76,6 +80,7 @@ def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, qa_limit,
         data=data, out=out, samples=_csv(samples), store=store_kind, methods=_csv(methods) or (),
         budgets=_budgets(budgets), qa=not no_qa, qa_limit=qa_limit, seed=seed, threads=threads, chain=chain,
         metric=metric, mode=mode, merger=merger, judge_model=judge_model, answer_model=answer_model,
+        merge_min_similarity=merge_min_similarity,
         text_dir=text_dir, keep_stores=keep_stores,
         command="memrefine " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
     )
