@@ -139,6 +139,9 @@ class Judge(abc.ABC):
 
     __call__ = judge
 
+    #: Whether :meth:`decide` runs a language model (counted as an LLM call in reports).
+    uses_model: bool = True
+
     def describe(self) -> dict[str, Any]:
         """Settings recorded with a run (the class name; subclasses add their knobs)."""
         return {"type": type(self).__name__}
@@ -403,6 +406,8 @@ class FactJudge(Judge):
     ``source="guard"``.
     """
 
+    uses_model = False
+
     def __init__(self, *, min_word_cover: float = 0.75,
                  merge_min_similarity: float = DEFAULT_MERGE_MIN_SIMILARITY) -> None:
         self.min_word_cover = _check_unit("min_word_cover", min_word_cover, 0.0)
@@ -468,7 +473,7 @@ class GuardedJudge(Judge):
         self.check_merges = check_merges
         self.retries = retries
         self.stats: dict[str, int] = {k: 0 for k in (
-            "pairs", "rule_hits", "llm_calls", "invalid_outputs", "fallbacks", "guard_overrides",
+            "pairs", "rule_hits", "inner_calls", "llm_calls", "invalid_outputs", "fallbacks", "guard_overrides",
             "guard_flips", "guard_merges", "guard_preserves", "guard_merge_to_delete")}
         self.last_raw: str | None = None
 
@@ -498,7 +503,9 @@ class GuardedJudge(Judge):
         assert self.inner is not None
         last: JudgeOutputError | None = None
         for _attempt in range(1 + max(0, self.retries)):
-            self.stats["llm_calls"] += 1
+            self.stats["inner_calls"] += 1
+            if getattr(self.inner, "uses_model", True):
+                self.stats["llm_calls"] += 1
             try:
                 return self.inner.decide(a, b, similarity)
             except JudgeOutputError as exc:
