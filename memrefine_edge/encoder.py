@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -23,6 +24,7 @@ __all__ = ["Encoder", "OnnxEncoder", "load_tokenizer"]
 
 #: BERT's learned position table; no encoder input may be longer.
 _MAX_POSITIONS = 512
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Encoder(abc.ABC):
@@ -52,6 +54,8 @@ class Encoder(abc.ABC):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InvalidEntryError(f"text {i} is {type(t).__name__}, not str")
+            if _SURROGATE.search(t):  # tokenizers and UTF-8 cannot take a lone surrogate
+                raise InvalidEntryError(f"text {i} is not valid Unicode text (it holds a lone surrogate)")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         # Sorting by length keeps padding (and so wasted compute) small per batch.

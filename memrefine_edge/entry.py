@@ -9,12 +9,24 @@ from typing import Any, Iterable, Mapping
 
 from .errors import InvalidEntryError
 
-__all__ = ["Entry", "json_size", "content_hash", "validate_entry", "MAX_CONTENT_CHARS", "MAX_ID_CHARS"]
+__all__ = [
+    "Entry",
+    "json_size",
+    "content_hash",
+    "validate_entry",
+    "MAX_CONTENT_CHARS",
+    "MAX_ID_CHARS",
+    "MAX_METADATA_DEPTH",
+]
 
 #: Longest content accepted (characters). A memory is a note, not a document;
 #: the judge only ever reads the first 2,000 characters of it.
 MAX_CONTENT_CHARS = 1_000_000
 MAX_ID_CHARS = 256
+#: Deepest nesting of objects/lists in metadata (the metadata object is level 1).
+#: Far below Python's recursion limit, so an accepted entry can always be
+#: serialised and read back, whatever the call stack looks like.
+MAX_METADATA_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -84,6 +96,35 @@ def _str_tuple(value: Any, what: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _check_tree(value: Any, what: str) -> None:
+    """Metadata must be a JSON tree: string keys, at most MAX_METADATA_DEPTH levels.
+
+    Iterative, so a hostile (deep or self-referencing) structure ends in an
+    InvalidEntryError rather than a RecursionError. Non-string keys are
+    refused because JSON would turn them into strings: ``{1: "a", "1": "b"}``
+    would silently lose a value.
+    """
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Iterable[Any] = node.values()
+            for key in node:
+                if not isinstance(key, str):
+                    raise InvalidEntryError(
+                        f"{what} has a key {key!r:.50} that is not a string (JSON keys are strings)"
+                    )
+        elif isinstance(node, (list, tuple)):
+            children = node
+        else:
+            continue
+        if depth > MAX_METADATA_DEPTH:
+            raise InvalidEntryError(
+                f"{what} is nested more than {MAX_METADATA_DEPTH} levels deep (or contains itself)"
+            )
+        stack.extend((child, depth + 1) for child in children)
+
+
 def validate_entry(entry: Entry) -> Entry:
     """Check every field of an entry; return it normalised (tuples, plain dict)."""
     if not isinstance(entry, Entry):
@@ -92,10 +133,15 @@ def validate_entry(entry: Entry) -> Entry:
     _validate_text(entry.content, f"content of {entry.id!r}", max_chars=MAX_CONTENT_CHARS)
     if not isinstance(entry.metadata, Mapping):
         raise InvalidEntryError(f"metadata of {entry.id!r} must be a JSON object")
+    _check_tree(entry.metadata, f"metadata of {entry.id!r}")
     try:
-        metadata = json.loads(json.dumps(dict(entry.metadata), ensure_ascii=False, allow_nan=False))
+        text = json.dumps(dict(entry.metadata), ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate in a key or value
+        raise InvalidEntryError(f"metadata of {entry.id!r} is not valid Unicode text: {exc.reason}") from exc
     except (TypeError, ValueError) as exc:
         raise InvalidEntryError(f"metadata of {entry.id!r} is not JSON-serialisable: {exc}") from exc
+    metadata = json.loads(text)
     links = _str_tuple(entry.links, f"links of {entry.id!r}")
     # Duplicates and self-loops carry nothing; drop them here, once.
     links = tuple(dict.fromkeys(link for link in links if link != entry.id))

@@ -14,11 +14,13 @@ __all__ = [
     "ModelChecksumError",
     "ModelLoadError",
     "StoreError",
+    "StoreFullError",
     "SchemaError",
     "EntryNotFoundError",
     "DuplicateIdError",
     "InvalidEntryError",
     "ImportFormatError",
+    "ExportError",
     "BudgetError",
     "RuleOptionError",
     "RunLockedError",
@@ -58,6 +60,15 @@ class StoreError(MemRefineError):
     """Something about the SQLite memory store itself."""
 
 
+class StoreFullError(StoreError):
+    """A write needs more room than the store may take (``max_file_bytes``) or the disk has.
+
+    SQLite's ``SQLITE_FULL``. The write's transaction is rolled back whole,
+    so nothing of it is in the store; the store stays usable (free space or
+    raise the limit, then retry).
+    """
+
+
 class SchemaError(StoreError):
     """The database file is not a memrefine store, or is from a newer version."""
 
@@ -87,6 +98,10 @@ class ImportFormatError(MemRefineError, ValueError):
     def __init__(self, message: str, *, line: int | None = None) -> None:
         self.line = line
         super().__init__(f"line {line}: {message}" if line is not None else message)
+
+
+class ExportError(MemRefineError):
+    """An export that cannot be written (missing folder, no permission, disk full)."""
 
 
 # --- compression --------------------------------------------------------------

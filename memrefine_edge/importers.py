@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from .errors import DuplicateIdError, ImportFormatError, InvalidEntryError
+from .errors import DuplicateIdError, ExportError, ImportFormatError, InvalidEntryError
 from .store import Entry, MemoryStore, validate_entry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -127,13 +127,21 @@ def _read_text(path: Path) -> str:
         ) from exc
 
 
-def _read_json(path: Path) -> Any:
-    text = _read_text(path)
+def _loads(text: str, *, where: str, line: int | None = None, malformed: str = "") -> Any:
+    """``json.loads`` whose every failure is an ImportFormatError (``where`` names the input)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        message = f"{path.name} is not valid JSON: {exc.msg} (column {exc.colno})"
-        raise ImportFormatError(message, line=exc.lineno) from exc
+        raise ImportFormatError(f"{where}: {malformed}{exc.msg} (column {exc.colno})",
+                                line=exc.lineno if line is None else line) from exc
+    except RecursionError as exc:  # "[[[[..." deeper than Python's parser goes
+        raise ImportFormatError(f"{where}: arrays or objects nested too deeply", line=line) from exc
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise ImportFormatError(f"{where}: {exc}", line=line) from exc
+
+
+def _read_json(path: Path) -> Any:
+    return _loads(_read_text(path), where=f"{path.name} is not valid JSON")
 
 
 def _record_error(n: int, message: str) -> ImportFormatError:
@@ -165,7 +173,7 @@ def _jtype(value: Any) -> str:
     )
 
 
-def _records(data: Any, keys: tuple[str, ...], what: str) -> list[Any]:
+def _records(data: Any, keys: tuple[str, ...], what: str, path: Path) -> list[Any]:
     """The list of records in a JSON document: a bare list or ``{key: [...]}``."""
     if isinstance(data, list):
         return data
@@ -173,7 +181,9 @@ def _records(data: Any, keys: tuple[str, ...], what: str) -> list[Any]:
         for key in keys:
             if isinstance(data.get(key), list):
                 return data[key]
-    raise ImportFormatError(f"expected {what}: a JSON list or an object with {' or '.join(map(repr, keys))}")
+    raise ImportFormatError(
+        f"{path.name}: expected {what}: a JSON list or an object with {' or '.join(map(repr, keys))}"
+    )
 
 
 def _text_field(rec: dict, names: tuple[str, ...], n: int) -> str:
@@ -223,7 +233,13 @@ def _locomo_samples(path: Path, sample_id: str | None) -> list[tuple[int, dict]]
 def _sessions(conv: dict, suffix: str = "") -> list[tuple[int, str]]:
     """(session number, key) of the ``session_N{suffix}`` keys, in numeric order."""
     pattern = re.compile(r"session_(\d+)" + re.escape(suffix))
-    return sorted((int(m.group(1)), key) for key in conv if (m := pattern.fullmatch(key)))
+    out = []
+    for key in conv:
+        if m := pattern.fullmatch(key):
+            if len(m.group(1)) > 9:  # int() of thousands of digits is refused (and no chat is that long)
+                raise ImportFormatError(f"{key[:40]!r}...: session number of {len(m.group(1)):,} digits")
+            out.append((int(m.group(1)), key))
+    return sorted(out)
 
 
 def _session_date(conv: dict, session: int) -> tuple[str, ...]:
@@ -328,7 +344,7 @@ def _parse_text(path: Path) -> _Parsed:
 
 
 def _parse_mem0(path: Path) -> _Parsed:
-    records = _records(_read_json(path), ("results", "memories"), "a mem0 export")
+    records = _records(_read_json(path), ("results", "memories"), "a mem0 export", path)
     entries = []
     for n, rec in enumerate(records, 1):
         if not isinstance(rec, dict):
@@ -365,10 +381,12 @@ def _parse_amem(path: Path) -> _Parsed:
     if isinstance(data, dict) and not any(isinstance(data.get(k), list) for k in ("notes", "memories")):
         # {id: note}: the shape of A-MEM's own `memories` dict.
         if not all(isinstance(v, dict) for v in data.values()):
-            raise ImportFormatError("expected A-MEM notes: a list, {'notes': [...]} or {id: note}")
+            raise ImportFormatError(
+                f"{path.name}: expected A-MEM notes: a list, {{'notes': [...]}} or {{id: note}}"
+            )
         records = [{"id": k, **v} for k, v in data.items()]
     else:
-        records = _records(data, ("notes", "memories"), "A-MEM notes")
+        records = _records(data, ("notes", "memories"), "A-MEM notes", path)
     for n, rec in enumerate(records, 1):
         if not isinstance(rec, dict):
             raise _record_error(n, f"an A-MEM note must be an object, got {_jtype(rec)}")
@@ -451,11 +469,7 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
         line = line.rstrip("\r")
         if not line.strip():
             continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ImportFormatError(f"not valid JSON: malformed {exc.msg} (column {exc.colno})", line=n) from exc
-        yield n, value
+        yield n, _loads(line, where="not valid JSON", line=n, malformed="malformed ")
 
 
 def _parse_jsonl(path: Path) -> _Parsed:
@@ -557,13 +571,18 @@ def export_jsonl(store: MemoryStore, out: str | os.PathLike[str] | IO[str]) -> i
     if not isinstance(out, (str, os.PathLike)):
         return write(out, store.entries())
     target = Path(out)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
             count = write(stream, store.entries())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # disk full, target is a directory ...
+            raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from exc
         raise
     return count
 

@@ -70,7 +70,7 @@ def _check_gguf(path: Path) -> None:
     except OSError as exc:
         raise ModelLoadError(f"cannot read model file {path}: {exc}") from exc
     if head != _GGUF_MAGIC:
-        raise ModelLoadError(f"{path} is not a GGUF file (header {head!r})")
+        raise ModelLoadError(f"{path} is not a GGUF file (header {head!r}); pass a .gguf model file")
 
 
 def load_llama(
@@ -109,7 +109,12 @@ def load_llama(
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelLoadError(f"llama.cpp could not load {resolved}: {exc}") from exc
+            from .models import FETCH_COMMAND
+
+            raise ModelLoadError(
+                f"llama.cpp could not load {resolved} ({exc}); the file is truncated, corrupted or not a "
+                f"model this llama.cpp supports: delete it and run `{FETCH_COMMAND}`, or pass another GGUF"
+            ) from exc
         _CACHE[key] = llm
         return llm
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -41,6 +42,7 @@ from .errors import (
     InvalidEntryError,
     SchemaError,
     StoreError,
+    StoreFullError,
 )
 from .entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
 from .migrations import MIGRATIONS
@@ -90,6 +92,18 @@ class MemoryStore:
     file, applies pending migrations, and turns on WAL, a busy timeout and
     ``secure_delete`` (removed text is overwritten, not left in free pages).
     Use it as a context manager or call :meth:`close`.
+
+    ``max_file_bytes`` caps the database file (SQLite's ``max_page_count``,
+    rounded down to whole pages; default: no cap beyond the disk). A write
+    that would grow the file past it -- an import, an add, a compression
+    step's journal and undo history -- raises :class:`StoreFullError` and
+    writes nothing, exactly like a full disk does; the store stays usable, so
+    freeing space (removing entries, compressing, purging the undo history)
+    or reopening with a higher cap and retrying succeeds. The cap is on the
+    main file: the ``-wal`` file next to it is not counted (it is truncated
+    at :meth:`close`). A store already larger than the cap opens, reads and
+    shrinks as usual but cannot grow. The cap belongs to this connection; it
+    is not stored in the file.
     """
 
     def __init__(
@@ -98,8 +112,15 @@ class MemoryStore:
         *,
         create: bool = True,
         busy_timeout_ms: int = 10_000,
+        max_file_bytes: int | None = None,
     ) -> None:
+        if max_file_bytes is not None and (
+            isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes <= 0
+        ):
+            raise ValueError(f"max_file_bytes must be a positive integer or None, got {max_file_bytes!r}")
         self.path = Path(path)
+        #: The size cap asked for (bytes), or None.
+        self.max_file_bytes = max_file_bytes
         if not create and not self.path.exists():
             raise StoreError(f"no memory store at {self.path} (create one with `memrefine import`)")
         if self.path.exists() and self.path.is_dir():
@@ -117,13 +138,18 @@ class MemoryStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
+            self._apply_size_cap()
         except Exception as exc:
             raise SchemaError(f"{self.path} is not a usable SQLite database: {exc}") from exc
         self._lock = threading.RLock()
         self._version = 0
-        self._search_cache: tuple[int, list[str], np.ndarray] | None = None
+        self._search_cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None
         self._in_tx = False
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self._db.conn.close()
+            raise
         self._journal: RunJournal | None = None
         #: Called with the store after every committed add (see compressor.Upkeep).
         self.after_add: list[Callable[["MemoryStore"], object]] = []
@@ -144,12 +170,34 @@ class MemoryStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _apply_size_cap(self) -> None:
+        if self.max_file_bytes is None:
+            return
+        conn = self._db.conn
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        # SQLite keeps the cap at no less than the file's current page count.
+        conn.execute(f"PRAGMA max_page_count = {max(1, self.max_file_bytes // page_size)}")
+
+    def _full_error(self) -> StoreFullError:
+        if self.max_file_bytes is not None:
+            return StoreFullError(
+                f"{self.path} is full: the write needs more room than its size limit of "
+                f"{self.max_file_bytes:,} bytes (max_file_bytes) leaves, or the disk is full; nothing was "
+                "written. Free space (remove entries, compress, purge the undo history) or raise the limit, "
+                "then retry"
+            )
+        return StoreFullError(
+            f"the disk holding {self.path} is full; nothing was written. Free disk space, then retry"
+        )
+
     def _migrate(self) -> None:
         conn = self._db.conn
         try:
             conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
         except Exception as exc:
+            if _is_full(exc):
+                raise self._full_error() from exc
             raise SchemaError(f"{self.path} is not a memrefine store: {exc}") from exc
         known = {m.name for m in MIGRATIONS}
         if done - known:
@@ -185,11 +233,16 @@ class MemoryStore:
             self._in_tx = True
             try:
                 yield
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            else:
                 conn.execute("COMMIT")
+            except BaseException as exc:
+                # SQLITE_FULL (and a few other errors) roll the transaction
+                # back by themselves; a second ROLLBACK would fail and hide
+                # the real error.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if _is_full(exc):
+                    raise self._full_error() from exc
+                raise
             finally:
                 self._in_tx = False
                 self._version += 1
@@ -210,7 +263,7 @@ class MemoryStore:
 
     def __contains__(self, entry_id: object) -> bool:
         return (
-            isinstance(entry_id, str)
+            _lookup_key(entry_id)
             and self._db.conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone() is not None
         )
 
@@ -220,6 +273,8 @@ class MemoryStore:
 
     def get(self, entry_id: str) -> Entry:
         """The entry with this id; :class:`EntryNotFoundError` if there is none."""
+        if not _lookup_key(entry_id):
+            raise EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
         row = self._db.conn.execute(
             "SELECT id, content, keywords, timestamps, metadata, provenance FROM entries WHERE id = ?",
             (entry_id,),
@@ -231,16 +286,19 @@ class MemoryStore:
     def entries(self) -> Iterator[Entry]:
         """Every live entry, in insertion order."""
         links: dict[str, list[str]] = {}
-        for src, dst in self._db.conn.execute("SELECT src, dst FROM links ORDER BY src, ord"):
-            links.setdefault(src, []).append(dst)
-        rows = self._db.conn.execute(
-            "SELECT id, content, keywords, timestamps, metadata, provenance FROM entries ORDER BY seq"
-        ).fetchall()
+        with self._read_snapshot():  # links and entries of the same state, whatever others commit
+            for src, dst in self._db.conn.execute("SELECT src, dst FROM links ORDER BY src, ord"):
+                links.setdefault(src, []).append(dst)
+            rows = self._db.conn.execute(
+                "SELECT id, content, keywords, timestamps, metadata, provenance FROM entries ORDER BY seq"
+            ).fetchall()
         for row in rows:
             yield self._row_to_entry(row, links.get(row[0], []))
 
     def seq_of(self, entry_id: str) -> int:
         """Insertion sequence number of an entry (the tie-break order)."""
+        if not _lookup_key(entry_id):
+            raise EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
         row = self._db.conn.execute("SELECT seq FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             raise EntryNotFoundError(f"no entry with id {entry_id!r}")
@@ -276,6 +334,8 @@ class MemoryStore:
         """
         if unknown_links not in ("error", "drop"):
             raise ValueError("unknown_links must be 'error' or 'drop'")
+        if isinstance(entries, Entry) or not isinstance(entries, Iterable):
+            raise InvalidEntryError(f"add_many takes an iterable of entries, got {type(entries).__name__}")
         batch = [validate_entry(e) for e in entries]
         seen: set[str] = set()
         for e in batch:
@@ -331,7 +391,7 @@ class MemoryStore:
         conn = self._db.conn
         with self.transaction():
             if entry_id not in self:
-                raise EntryNotFoundError(f"no entry with id {entry_id!r}")
+                raise EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
             removed = conn.execute(
                 "SELECT src, dst, ord FROM links WHERE src = ? OR dst = ? ORDER BY src, ord", (entry_id, entry_id)
             ).fetchall()
@@ -396,6 +456,8 @@ class MemoryStore:
 
     def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str) -> None:
         """Store one entry's embedding (float32)."""
+        if not _lookup_key(entry_id):
+            raise EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
         blob = np.asarray(vector, dtype=np.float32).tobytes()
         with self.transaction():
             cur = self._db.conn.execute(
@@ -427,20 +489,40 @@ class MemoryStore:
         if k < 1:
             raise ValueError("k must be at least 1")
         self.ensure_embeddings(encoder)
-        cache = self._search_cache
-        if cache is None or cache[0] != self._version:
-            ids, matrix = self.embeddings(model_id=encoder.model_id)
-            cache = self._search_cache = (self._version, ids, matrix)
-        _, ids, matrix = cache
-        if not ids:
-            return []
-        q = encoder.embed([query])[0]
-        scores = matrix @ q
-        k = min(k, len(ids))
-        # A stable sort of all scores: ties resolve by insertion order even at
-        # the k-th place (argpartition picks an arbitrary tied element there).
-        top = np.argsort(-scores, kind="stable")[:k]
-        return [(self.get(ids[i]), float(scores[i])) for i in top]
+        with self._read_snapshot():
+            # Another connection (a compression in another process) may have
+            # committed since the cache was built: data_version says so.
+            version = (self._version, self._db.conn.execute("PRAGMA data_version").fetchone()[0])
+            cache = self._search_cache
+            if cache is None or cache[0] != version:
+                ids, matrix = self.embeddings(model_id=encoder.model_id)
+                cache = self._search_cache = (version, ids, matrix)
+            _, ids, matrix = cache
+            if not ids:
+                return []
+            q = encoder.embed([query])[0]
+            scores = matrix @ q
+            k = min(k, len(ids))
+            # A stable sort of all scores: ties resolve by insertion order even at
+            # the k-th place (argpartition picks an arbitrary tied element there).
+            top = np.argsort(-scores, kind="stable")[:k]
+            return [(self.get(ids[i]), float(scores[i])) for i in top]
+
+    @contextmanager
+    def _read_snapshot(self) -> Iterator[None]:
+        """One read transaction: every query inside sees the same committed state, whatever other
+        connections commit meanwhile (WAL). Inside a write transaction, that one is used."""
+        with self._lock:
+            conn = self._db.conn
+            if self._in_tx or conn.in_transaction:
+                yield
+                return
+            conn.execute("BEGIN")
+            try:
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # the snapshot starts here
+                yield
+            finally:
+                conn.execute("COMMIT")
 
     # --- sizes ---------------------------------------------------------------
 
@@ -492,8 +574,14 @@ class MemoryStore:
         """Return free pages to the file system (``VACUUM``)."""
         with self._lock:
             self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self._db.conn.execute("VACUUM")
+            try:
+                self._db.conn.execute("VACUUM")
+            except sqlite3.Error as exc:
+                if _is_full(exc):  # VACUUM needs temporary room; the file is unchanged
+                    raise self._full_error() from exc
+                raise
             self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._apply_size_cap()  # a cap clamped to a larger file applies again once it shrank
 
     def min_entry_json_bytes(self) -> int:
         """Smallest store of one entry under the ``json`` metric (0 for an empty store)."""
@@ -562,6 +650,30 @@ class MemoryStore:
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction():
             self._db.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
+_SQLITE_FULL = 13
+
+
+def _is_full(exc: BaseException) -> bool:
+    """SQLITE_FULL: the ``max_page_count`` cap or the disk is reached."""
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == _SQLITE_FULL
+    return "database or disk is full" in str(exc)
+
+
+def _lookup_key(entry_id: object) -> bool:
+    """Whether ``entry_id`` could be an id at all (a str SQLite can bind); no such entry otherwise."""
+    if not isinstance(entry_id, str):
+        return False
+    try:
+        entry_id.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: never a stored id
+        return False
+    return True
 
 
 def _dumps(value: Any) -> str:

@@ -41,6 +41,10 @@ def read_pairs(path: Path) -> list[dict[str, Any]]:
         for key in ("a", "b"):
             if not isinstance(obj.get(key), str) or not obj[key].strip():
                 raise ImportFormatError(f"'{key}' must be a non-empty string", line=no)
+            try:
+                obj[key].encode("utf-8")
+            except UnicodeEncodeError as exc:  # "\ud800" escapes decode to lone surrogates
+                raise ImportFormatError(f"'{key}' is not valid Unicode text: {exc.reason}", line=no) from exc
         sim = obj.get("similarity")
         if sim is not None:
             if isinstance(sim, bool) or not isinstance(sim, (int, float)) or math.isnan(sim) or not -1 <= sim <= 1:
