@@ -407,6 +407,11 @@ class Compressor:
         from .facts import is_filler
 
         degree = self.store.link_degrees()
+        # A resumed run must evict in the order the interrupted one computed: count
+        # back the links its earlier evictions took away from the entries left.
+        for src, dst in self.store.journal.evicted_links(run_id):
+            degree[src] = degree.get(src, 0) + 1
+            degree[dst] = degree.get(dst, 0) + 1
         # entries() yields insertion order, so the position is the seq order (oldest first).
         order = sorted(
             ((0 if is_filler(e.content) else 1, degree.get(e.id, 0), pos, e.id)
@@ -494,6 +499,10 @@ class Upkeep:
         self._running = True
         try:
             report = self.compressor.run(budget_bytes=self.low_bytes)
+        except RunLockedError:
+            # Another process is compressing this store: the add is committed and
+            # must not look failed; the next add above the watermark tries again.
+            return None
         finally:
             self._running = False
         self.reports.append(report)

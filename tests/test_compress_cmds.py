@@ -135,3 +135,16 @@ def test_merge_min_similarity_out_of_range_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--merge-min-similarity", "2"])
     assert result.exit_code == 2 and "merge-min-similarity" in result.output
     assert db.read_bytes() == raw
+
+
+def test_a_busy_store_is_reported_before_the_models_load(tmp_path, monkeypatch):
+    from memrefine_edge.compressor import RunLock
+
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    built = []
+    monkeypatch.setattr(compress_cmds, "_build", lambda *a, **k: built.append(1))
+    with RunLock(db):  # another run holds the store
+        result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5"])
+    assert result.exit_code == 1 and "another compression is running" in result.output
+    assert built == []

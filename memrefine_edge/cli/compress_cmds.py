@@ -91,9 +91,11 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
                  threads, resume, max_decisions, tau=None, protect=None, min_similarity=None,
                  merge_min_similarity=None, quiet=False) -> dict[str, Any]:
     """Open, compress, close; returns the end report as a dict."""
-    from ..compressor import Compressor
+    from ..compressor import Compressor, RunLock
     from ..store import MemoryStore
 
+    with RunLock(db):  # fail fast: a busy store is reported before the models load (Compressor.run locks again)
+        pass
     encoder, method_obj, merger = _build(method, judge_model=judge_model, merge_model=merge_model,
                                          encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
                                          merge_min_similarity=merge_min_similarity)

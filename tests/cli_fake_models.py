@@ -1,0 +1,31 @@
+"""The ``memrefine`` command with the models replaced by the campaign fakes, for CLI tests in a subprocess.
+
+    python tests/cli_fake_models.py compress --db DB --budget 0.45 ...
+
+Same command line, same error handling and exit codes as the real console
+script; only ``compress_cmds._build`` returns :class:`HashEncoder`,
+:class:`CampaignMethod` (policy ``mixed``) and :class:`ConcatMerger`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from memrefine_edge.cli import compress_cmds, main  # noqa: E402
+from memrefine_edge.testing import HashEncoder  # noqa: E402
+
+from crash_fakes import CampaignMethod  # noqa: E402
+from fakes import ConcatMerger  # noqa: E402
+
+
+def _build(method, **_options):
+    return HashEncoder(), CampaignMethod(), ConcatMerger()
+
+
+compress_cmds._build = _build
+
+if __name__ == "__main__":
+    main()
