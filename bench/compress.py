@@ -17,7 +17,11 @@ Part 1, real stores (default models as ``memrefine compress`` builds them):
   time, no text is written out), budget 0.5: rulesim and rulepr with the
   deterministic merger; rulesim again with the encoder's batch size 8 (the
   proposed memory fix, set on the encoder object; no library change);
-  memrefine with ``max_decisions`` capped (a full run does not reach 50%).
+  memrefine with the default models (the bundled GGUF judge behind the fast
+  path and fact guard, deterministic merges) and with ``--judge-model none``
+  (the model-free fact judge: the same decisions with the bundled model).
+
+``--real-only`` runs part 1 alone and writes ``bench/results/compress_real.json``.
 
 Part 2, engine scaling: synthetic stores of 1k / 5k / 20k entries (generated
 texts: groups of near-duplicate variants of a base fact), ``HashEncoder``
@@ -62,7 +66,6 @@ SIZES = (1_000, 5_000, 20_000)
 #: Decisions at the largest N (a full run to 0.5 there takes ~10k decisions, ~3-4 min per method); the
 #: time to budget is then extrapolated from the per-decision cost (an upper bound: the store shrinks).
 CAP = {20_000: 1_500}
-MEMREFINE_MAX_DECISIONS = 200
 TARGET_SECONDS = 60.0
 TARGET_RSS_MB = 350.0
 
@@ -287,7 +290,7 @@ def child(spec: dict) -> dict:
                 load_sample(store)
             else:
                 import_file(store, LOCOMO, format="locomo-turns", sample_id=SAMPLE_ID)
-            encoder, method, merger = _build(spec["method"], judge_model=None, merge_model=None,
+            encoder, method, merger = _build(spec["method"], judge_model=spec.get("judge_model"), merge_model=None,
                                              encoder_model=None, threads=None)
             if spec.get("encoder_batch"):
                 encoder.batch_size = int(spec["encoder_batch"])
@@ -430,18 +433,21 @@ def main() -> int:
         {"label": "conv-26 rulesim b0.5 enc-batch8", "kind": "real", "store": SAMPLE_ID, "method": "rulesim",
          "budget": 0.5, "encoder_batch": 8},
         {"label": "conv-26 rulepr b0.5", "kind": "real", "store": SAMPLE_ID, "method": "rulepr", "budget": 0.5},
-        {"label": f"conv-26 memrefine b0.5 max{MEMREFINE_MAX_DECISIONS}", "kind": "real", "store": SAMPLE_ID,
-         "method": "memrefine", "budget": 0.5, "max_decisions": MEMREFINE_MAX_DECISIONS},
+        {"label": "conv-26 memrefine b0.5", "kind": "real", "store": SAMPLE_ID, "method": "memrefine", "budget": 0.5},
+        {"label": "conv-26 memrefine b0.5 judge none", "kind": "real", "store": SAMPLE_ID, "method": "memrefine",
+         "budget": 0.5, "judge_model": "none"},
     ]
+    real_only = "--real-only" in sys.argv[1:]
     if not LOCOMO.is_file():
         print(f"no LoCoMo file at {LOCOMO}: conv-26 runs skipped", file=sys.stderr)
         real_specs = real_specs[:1]
     print("real stores ...", file=sys.stderr)
     real = [run_child(s) for s in real_specs]
     print("scaling ...", file=sys.stderr)
-    scaling = [run_child({"label": f"synthetic {n} {m}", "kind": "synthetic", "n": n, "method": m, "budget": 0.5,
-                          **({"max_decisions": CAP[n]} if n in CAP else {})})
-               for n in SIZES for m in ("rulesim", "fakejudge")]
+    scaling = [] if real_only else [
+        run_child({"label": f"synthetic {n} {m}", "kind": "synthetic", "n": n, "method": m, "budget": 0.5,
+                   **({"max_decisions": CAP[n]} if n in CAP else {})})
+        for n in SIZES for m in ("rulesim", "fakejudge")]
     for r in scaling:
         if "error" in r or r["budget_met"]:
             continue
@@ -453,14 +459,15 @@ def main() -> int:
             r["estimated_decisions_to_budget"] = round(need)
             r["estimated_run_s_to_budget"] = round(r["seconds"].get("embed", 0) + r["seconds"].get("pairs", 0)
                                                    + need * per, 1)
-    naive = naive_baseline()
+    naive = {"n": None, "naive_step_ms": float("nan")} if real_only else naive_baseline()
     for r in scaling:
         if r.get("n") == naive["n"] and r.get("engine_ms_per_decision"):
             r["naive_step_over_engine_per_decision"] = round(naive["naive_step_ms"] / r["engine_ms_per_decision"], 1)
     print("size checks ...", file=sys.stderr)
-    sizecheck = [run_child({"label": f"size check {n}", "kind": "sizecheck", "n": n}) for n in SIZES]
+    sizecheck = [] if real_only else [run_child({"label": f"size check {n}", "kind": "sizecheck", "n": n})
+                                      for n in SIZES]
     encmem: list[dict] = []
-    if LOCOMO.is_file():
+    if LOCOMO.is_file() and not real_only:
         print("encoder memory ...", file=sys.stderr)
         ref = str(Path(tempfile.gettempdir()) / f"memrefine-bench-ref-{os.getpid()}.npy")
         pc = "all-MiniLM-L6-v2-int8-dynamic-pc.onnx"
@@ -524,7 +531,8 @@ def main() -> int:
         if "estimated_run_s_to_budget" in r:
             print(f"  {r['label']}: capped at {r['decisions']} decisions; estimated {r['estimated_decisions_to_budget']}"
                   f" decisions, <= {r['estimated_run_s_to_budget']:.0f} s to budget")
-    print(f"naive full-recompute argmax step at N={naive['n']}: {naive['naive_step_ms']:.1f} ms")
+    if not real_only:
+        print(f"naive full-recompute argmax step at N={naive['n']}: {naive['naive_step_ms']:.1f} ms")
     print("\nsize check (SELECT SUM(json_bytes) FROM entries), median ms:")
     for r in sizecheck:
         if "error" not in r:
@@ -541,7 +549,7 @@ def main() -> int:
                   f"{r['embed_s']:7.2f} {cos:>8}")
     print(f"targets: {json.dumps(targets)}")
 
-    png = plot(scaling, PLOT)
+    png = None if real_only else plot(scaling, PLOT)
     out = {
         "machine": machine_info(__version__),
         "loadavg_start": load_start, "loadavg_end": load_end,
@@ -560,11 +568,12 @@ def main() -> int:
         "plot": png and str(Path(png).relative_to(REPO)),
         "total_s": round(time.perf_counter() - t0, 1),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULTS.with_suffix(".tmp")
+    dest = RESULTS.with_name("compress_real.json") if real_only else RESULTS
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
     tmp.write_text(json.dumps(out, indent=1) + "\n")
-    os.replace(tmp, RESULTS)
-    print(f"wrote {RESULTS} and {png} ({out['total_s']:.0f}s)")
+    os.replace(tmp, dest)
+    print(f"wrote {dest}" + (f" and {png}" if png else "") + f" ({out['total_s']:.0f}s)")
     return 0
 
 
