@@ -27,12 +27,13 @@ import fcntl
 import hashlib
 import json
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import BudgetError, MemRefineError, MergeOutputError, RunLockedError
+from .errors import BudgetError, MemRefineError, MergeOutputError, RunInterruptedError, RunLockedError
 from .methods import Method, PairContext, get_method
 from .store import METRICS, Entry, MemoryStore
 
@@ -260,10 +261,11 @@ class Compressor:
         if unfinished is not None:
             recorded = {k: unfinished.params.get(k) for k in args}
             if not resume and recorded != args:
-                raise MemRefineError(
+                raise RunInterruptedError(
                     f"run {unfinished.run_id} on this store was interrupted ({_describe(recorded)}); "
                     f"rerun with the same arguments or --resume to finish it, or `memrefine undo "
-                    f"{unfinished.run_id}` to roll it back"
+                    f"{unfinished.run_id}` to roll it back",
+                    run_id=unfinished.run_id,
                 )
             if unfinished.params.get("method") != self.method.name:
                 raise MemRefineError(
@@ -472,6 +474,13 @@ class Upkeep:
     store above ``high_bytes``, a compression pass runs down to
     ``low_bytes`` (a gap between the two keeps passes rare). Install it with
     :meth:`install`; every pass is an ordinary audited, undoable run.
+
+    An add never fails because of upkeep's own circumstances: while another
+    process compresses the store, or while an interrupted run with other
+    arguments waits on it (a crashed ``memrefine compress``), the pass is
+    skipped. In the second case :attr:`blocked_by` names that run and a
+    ``RuntimeWarning`` is issued once per run: finish it or undo it, and the
+    next add above the watermark compresses again.
     """
 
     def __init__(self, compressor: Compressor, *, high_bytes: int, low_bytes: int) -> None:
@@ -481,6 +490,8 @@ class Upkeep:
         self.high_bytes = high_bytes
         self.low_bytes = low_bytes
         self.reports: list[CompressionReport] = []
+        #: The interrupted run that made the last pass skip, or None.
+        self.blocked_by: str | None = None
         self._running = False
 
     def install(self) -> "Upkeep":
@@ -503,7 +514,14 @@ class Upkeep:
             # Another process is compressing this store: the add is committed and
             # must not look failed; the next add above the watermark tries again.
             return None
+        except RunInterruptedError as exc:
+            # Not ours to finish or undo: that run has its own method and budget.
+            if self.blocked_by != exc.run_id:
+                warnings.warn(f"memory upkeep skipped: {exc}", RuntimeWarning, stacklevel=2)
+            self.blocked_by = exc.run_id
+            return None
         finally:
             self._running = False
+        self.blocked_by = None
         self.reports.append(report)
         return report

@@ -24,6 +24,7 @@ __all__ = [
     "BudgetError",
     "RuleOptionError",
     "RunLockedError",
+    "RunInterruptedError",
     "RunNotFoundError",
     "JudgeOutputError",
     "MergeOutputError",
@@ -117,6 +118,18 @@ class RuleOptionError(MemRefineError, ValueError):
 
 class RunLockedError(MemRefineError):
     """Another compression run holds the store's run lock."""
+
+
+class RunInterruptedError(MemRefineError):
+    """An interrupted run waits on this store and the new run's arguments differ from it.
+
+    ``run_id`` names the waiting run: finish it (same arguments, or
+    ``resume=True``) or undo it before starting another.
+    """
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(message)
 
 
 class RunNotFoundError(MemRefineError, KeyError):

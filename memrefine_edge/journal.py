@@ -14,8 +14,9 @@ resuming continues from the cursor.
 What the history keeps until ``purge_history``: the full text, keywords,
 timestamps, metadata, provenance and embedding of every entry a decision
 removed, and every link that went with it. The decisions table (the audit
-log) keeps ids, sizes, actions, reasons and merge instructions; it is not
-purged, since it is how a user reviews what was done.
+log) keeps ids, sizes, actions, reasons and merge instructions; a purge
+blanks the reasons and merge instructions (free text that can quote what was
+removed) and keeps the rest, since it is how a user reviews what was done.
 """
 
 from __future__ import annotations
@@ -338,19 +339,31 @@ class RunJournal:
         return len(decisions)
 
     def purge_history(self) -> int:
-        """Drop every removed entry kept for undo and return the space.
+        """Drop every removed entry kept for undo, scrub the audit log's free text, return the space.
 
-        With ``secure_delete`` on, SQLite overwrites the freed content; the
-        VACUUM that follows rebuilds the file without the freed pages, so the
-        removed text is gone from the file's bytes. Returns entries purged.
+        The history of removed entries goes, and so do the decisions'
+        ``reason`` and ``merge_instruction`` (free text from the judge and the
+        fact guard that can quote a removed entry); the audit log keeps ids,
+        actions, sources, similarities and sizes. With ``secure_delete`` on,
+        SQLite overwrites the freed content; the VACUUM that follows rebuilds
+        the file without the freed pages, so the removed text is gone from the
+        file's bytes. Purged runs can no longer be undone.
+
+        An interrupted (or still running) run is left alone: resuming it
+        needs its history. Returns entries purged.
         """
         conn = self._db.conn
         with self._store.transaction():
-            n = conn.execute("SELECT COUNT(*) FROM history").fetchone()[0]
-            for (run_id,) in conn.execute("SELECT DISTINCT run_id FROM history").fetchall():
+            unfinished = self.unfinished_run()
+            # SQL's "!= NULL" is never true: a run id no run has stands for "none kept".
+            keep = unfinished.run_id if unfinished is not None else ""
+            n = conn.execute("SELECT COUNT(*) FROM history WHERE run_id != ?", (keep,)).fetchone()[0]
+            for (run_id,) in conn.execute("SELECT DISTINCT run_id FROM history WHERE run_id != ?", (keep,)).fetchall():
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"purged:{run_id}", _now()))
-            conn.execute("DELETE FROM history")
-            conn.execute("DELETE FROM history_links")
+            conn.execute("DELETE FROM history WHERE run_id != ?", (keep,))
+            conn.execute("DELETE FROM history_links WHERE run_id != ?", (keep,))
+            conn.execute("UPDATE decisions SET reason = '', merge_instruction = ''"
+                         " WHERE run_id != ? AND (reason != '' OR merge_instruction != '')", (keep,))
         self._store.vacuum()
         return n
 

@@ -11,6 +11,7 @@ from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
 
 from fakes import ConcatMerger
+from memrefine_edge.merger import MergedEntry, Merger
 from test_compressor import OneShot, compressor, export, make_store
 
 
@@ -64,12 +65,61 @@ def test_purged_text_is_gone_from_the_file_bytes(tmp_path):
             Entry(id="a", content="the door code is zebra-7781-quokka, says Ana"),
             Entry(id="b", content="the door code is zebra-7781-quokka, Ana said"),
         ])
-        delete = Decision(action="delete", target="b", reason="dup", source="rule")
+        # The judge's free text quotes the deleted entry, as an LLM's reason may.
+        delete = Decision(action="delete", target="b", reason="b repeats: Ana said it twice",
+                          merge_instruction="", source="llm")
         Compressor(store, encoder=HashEncoder(), method=OneShot(delete), merger=ConcatMerger()).run(
             budget_bytes=store.json_bytes() - 1)
         assert "b" not in store
         store.journal.purge_history()
+        [d] = store.journal.decisions()
+        assert (d.action, d.target, d.removed_ids, d.source) == ("delete", "b", ["b"], "llm")  # the audit stays
+        assert d.reason == "" and d.merge_instruction == ""                                  # its free text goes
     data = path.read_bytes() + (path.with_name(path.name + "-wal").read_bytes()
                                 if path.with_name(path.name + "-wal").exists() else b"")
     assert data.count(b"Ana said") == 0          # the deleted entry's text
     assert data.count(b"says Ana") == 1          # the kept entry, once
+
+
+def test_purge_scrubs_merge_instructions_and_keeps_an_interrupted_runs_history(tmp_path):
+    with make_store(tmp_path / "i.db") as store:
+        merge = Decision(action="merge", target=None, merge_instruction="keep the secret quokka", reason="q",
+                         source="llm")
+        done = compressor(store, OneShot(merge)).run(budget=0.8)
+        waiting = compressor(store).run(budget=0.5, max_decisions=3)  # interrupted half way
+        kept = store.journal.decisions(waiting.run_id)
+        assert store.journal.purge_history() > 0
+        assert all(d.merge_instruction == "" and d.reason == "" for d in store.journal.decisions(done.run_id))
+        assert store.journal.decisions(waiting.run_id) == kept  # resuming needs them, untouched
+        assert store.get_meta(f"purged:{done.run_id}") and not store.get_meta(f"purged:{waiting.run_id}")
+        assert compressor(store).run(budget=0.5).run_id == waiting.run_id  # still resumable
+        finished = export(store)
+    with make_store(tmp_path / "ref.db") as ref:  # the same two runs, never purged
+        compressor(ref, OneShot(merge)).run(budget=0.8)
+        compressor(ref).run(budget=0.5)
+        assert export(ref) == finished
+
+
+class RewordingMerger(Merger):
+    """Writes the merged entry in its own words, as an LLM merger does."""
+
+    def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
+        return MergedEntry(content="Ana's door code: zebra-7781-quokka (she repeated it)")
+
+
+def test_after_a_merge_and_purge_the_sources_wording_is_gone_from_the_file(tmp_path):
+    path = tmp_path / "m.db"
+    with MemoryStore(path) as store:
+        store.add_many([
+            Entry(id="a", content="Ana whispered: the door code is zebra-7781-quokka"),
+            Entry(id="b", content="Ana repeated that the code is zebra-7781-quokka"),
+        ])
+        merge = Decision(action="merge", target=None, merge_instruction="Ana whispered it", reason="Ana repeated",
+                         source="llm")
+        Compressor(store, encoder=HashEncoder(), method=OneShot(merge), merger=RewordingMerger()).run(
+            budget_bytes=store.json_bytes() - 1)
+        assert [e.content for e in store.entries()] == ["Ana's door code: zebra-7781-quokka (she repeated it)"]
+        store.journal.purge_history()
+    data = b"".join(f.read_bytes() for f in tmp_path.iterdir() if f.is_file())
+    assert b"whispered" not in data and b"Ana repeated" not in data  # sources, reason, instruction
+    assert data.count(b"zebra-7781") == 1                              # the merged entry, once

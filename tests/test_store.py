@@ -370,3 +370,23 @@ def test_meta_vacuum_and_reopen(tmp_path):
         assert store.seq_of("e45") == 46
     with MemoryStore(path, create=False) as store:
         assert len(store) == 10 and store.get("e49").content == "y" * 500
+
+
+def _all_bytes(folder) -> bytes:
+    """The store file and whatever SQLite keeps next to it (-wal, -shm, journals)."""
+    return b"".join(f.read_bytes() for f in sorted(folder.iterdir()) if f.is_file())
+
+
+def test_a_removed_entry_is_gone_from_the_files_once_the_store_is_closed(tmp_path):
+    folder = tmp_path / "dd"
+    folder.mkdir()
+    with MemoryStore(folder / "s.db") as store:
+        store.add_many([Entry(id="a", content="the door code is zebra-7781-quokka", links=("b",)),
+                        Entry(id="b", content="Ben likes green tea", links=("a",))])
+        store.set_embedding("a", np.full(8, 0.123456, dtype=np.float32), "m")
+        store.remove("a")
+        assert "a" not in store and store.get("b").links == ()
+    # Until the checkpoint at close, SQLite's write-ahead log may hold the old page (README says so).
+    data = _all_bytes(folder)
+    assert b"zebra-7781" not in data and np.full(8, 0.123456, dtype=np.float32).tobytes() not in data
+    assert b"Ben likes green tea" in data

@@ -255,7 +255,10 @@ def _describe_params(p: dict[str, Any]) -> str:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 def purge_history(db_path, yes, as_json) -> None:
-    """Drop the removed entries kept for undo and return their space (runs become final)."""
+    """Drop the removed entries kept for undo and the audit log's free text; return the space.
+
+    Purged runs become final. An interrupted run keeps its history (resuming needs it).
+    """
     from ..compressor import RunLock
 
     db = resolve_db(db_path)
