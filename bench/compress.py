@@ -425,6 +425,11 @@ def main() -> int:
     from memrefine_edge import __version__
     from memrefine_edge.report import machine_info
 
+    try:
+        import psutil  # noqa: F401  (every child measures its RSS with it)
+    except ImportError:
+        print("bench/compress.py needs the bench extra: .venv/bin/pip install -e '.[bench]'", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     load_start = list(os.getloadavg())
     real_specs = [
