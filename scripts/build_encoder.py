@@ -17,10 +17,15 @@ Then it prints size, sha256, speed (short sentences/s) and fidelity (cosine vs
 the fp32 reference vectors in ``tests/fixtures/encoder``) of each output.
 
 Needs the optional reference weights (``memrefine models fetch --all``) and the
-``build`` extra (``onnx``, ``safetensors``). It never touches the manifest or
-the default encoder: point ``OnnxEncoder(model_path=...)`` at the output.
+``build`` extra (``onnx``, ``safetensors``). Without ``--install`` it builds and
+compares (speed and fidelity of each output) and leaves the default encoder
+alone: point ``OnnxEncoder(model_path=...)`` at an output. ``--install``
+builds the default recipe, checks its fidelity (mean cosine >= 0.99, min >=
+0.97) and writes the build record that makes it the default encoder
+(``scripts/bootstrap.sh`` runs it).
 
     .venv/bin/python scripts/build_encoder.py [--out-dir models] [--alpha 0.6] [--keep-fp32 l0_ffn2]
+    .venv/bin/python scripts/build_encoder.py --install
 """
 
 from __future__ import annotations
@@ -364,6 +369,55 @@ def build(
     return {"fp32": fp32, "int8": int8}
 
 
+#: Fidelity an installed build must keep (cosine to the fp32 reference, fixture sentences).
+INSTALL_MIN_MEAN, INSTALL_MIN_LOW = 0.99, 0.97
+
+
+def install(out_dir: Path, *, log: Callable[[str], None] = print) -> int:
+    """Build the default encoder if needed, check its fidelity, and write its build record.
+
+    Idempotent: an int8 file whose record matches the reference weights, the
+    recipe and the file's sha256 is left alone. The record (``<file>.build.json``)
+    is what makes the file the default (``memrefine_edge.models.default_encoder_path``);
+    it is written last, and only when the fidelity check passes.
+    """
+    from memrefine_edge.models import BUILT_ENCODER_FILE
+
+    target = out_dir / BUILT_ENCODER_FILE
+    record = target.with_name(target.name + ".build.json")
+    recipe = {"per_channel": True, "alpha": DEFAULT_ALPHA, "keep_fp32": list(DEFAULT_KEEP_FP32),
+              "smooth_sites": list(SMOOTH_SITES), "opset": OPSET}
+    ref_sha = sha256_file(model_path("reference"))
+    try:
+        old = json.loads(record.read_text(encoding="utf-8"))
+        if (old.get("reference_sha256") == ref_sha and old.get("recipe") == recipe and target.is_file()
+                and sha256_file(target) == old.get("sha256")):
+            log(f"{target.name}: up to date (built {old.get('built_at')}, cos mean {old.get('cos_mean')})")
+            return 0
+    except (OSError, ValueError):
+        pass
+    record.unlink(missing_ok=True)  # no record while the file is being replaced: the default is the packaged model
+    paths = build(out_dir, per_channel=True, alpha=DEFAULT_ALPHA, keep_fp32=DEFAULT_KEEP_FP32, log=log)
+    assert paths["int8"] == target, (paths["int8"], target)
+    mean, low = fidelity(OnnxEncoder(model_path=target))
+    if mean < INSTALL_MIN_MEAN or low < INSTALL_MIN_LOW:
+        log(f"{target.name}: fidelity mean {mean:.4f} / min {low:.4f} is below {INSTALL_MIN_MEAN} / "
+            f"{INSTALL_MIN_LOW}: not installed; the packaged encoder stays the default")
+        target.unlink(missing_ok=True)
+        return 1
+    import onnxruntime
+
+    data = {"sha256": sha256_file(target), "size": target.stat().st_size, "reference_sha256": ref_sha,
+            "recipe": recipe, "cos_mean": round(mean, 5), "cos_min": round(low, 5),
+            "onnxruntime": onnxruntime.__version__, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    tmp = record.with_name(record.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, record)
+    log(f"{target.name}: installed as the default encoder (cos mean {mean:.4f}, min {low:.4f}, "
+        f"sha256 {data['sha256'][:16]})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -374,7 +428,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated layers left fp32 (lN_q/k/v/ao/ffn1/ffn2; '' = none)")
     ap.add_argument("--optimize", action="store_true", help="onnxruntime transformer fusion (needs sympy)")
     ap.add_argument("--threads", type=int, default=2, help="threads for the speed check")
+    ap.add_argument("--install", action="store_true",
+                    help="build the default recipe only, check fidelity, and make it the default encoder "
+                         "(what scripts/bootstrap.sh runs; skips the work when already up to date)")
     args = ap.parse_args(argv)
+    if args.install:
+        return install(args.out_dir)
 
     keep = tuple(k for k in args.keep_fp32.split(",") if k)
     paths = build(args.out_dir, per_channel=not args.per_tensor, alpha=args.alpha, keep_fp32=keep,

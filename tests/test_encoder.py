@@ -20,7 +20,7 @@ import pytest
 
 from memrefine_edge.encoder import Encoder, OnnxEncoder, load_tokenizer
 from memrefine_edge.errors import InvalidEntryError, ModelLoadError, ModelNotFoundError
-from memrefine_edge.models import model_path
+from memrefine_edge.models import default_encoder_path, model_path, models_dir, sha256_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "encoder"
 BUILT_INT8 = "all-MiniLM-L6-v2-int8-dynamic-pc.onnx"  # scripts/build_encoder.py output, if built
@@ -74,6 +74,15 @@ def test_embed_batches_and_keeps_input_order() -> None:
     assert all(len(b) <= 2 for b in enc.batches) and len(enc.batches) == 3
 
 
+def test_parallel_workers_give_the_same_rows_in_input_order() -> None:
+    texts = ["x" * n for n in (5, 1, 7, 3, 2, 6, 4, 0)]
+    serial = _FakeEncoder(batch_size=1).embed(texts)
+    enc = _FakeEncoder(batch_size=1)
+    enc.workers = 3
+    np.testing.assert_array_equal(enc.embed(texts), serial)
+    assert sorted(len(b[0]) for b in enc.batches) == sorted(len(t) for t in texts)  # each text once
+
+
 def test_import_does_not_load_onnxruntime() -> None:
     code = "import sys, memrefine_edge.encoder; print('onnxruntime' in sys.modules, 'tokenizers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -98,10 +107,17 @@ def _need(name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def encoder() -> OnnxEncoder:
-    """The default (packaged int8) encoder, loaded once for the module."""
+    """The default encoder (the built int8 model where built, else the packaged one), loaded once."""
     _need("encoder")
     _need("tokenizer")
     return OnnxEncoder()
+
+
+@pytest.fixture(scope="module")
+def packaged() -> OnnxEncoder:
+    """The packaged int8 model from the manifest, whatever the default is."""
+    _need("tokenizer")
+    return OnnxEncoder(model_path=_need("encoder"))
 
 
 def _fixture() -> tuple[list[str], np.ndarray]:
@@ -122,11 +138,13 @@ def test_shape_dtype_unit_norm(encoder: OnnxEncoder) -> None:
 
 
 @pytest.mark.models
-def test_model_id_names_the_file_and_its_hash(encoder: OnnxEncoder) -> None:
+def test_model_id_names_the_file_and_its_hash(encoder: OnnxEncoder, packaged: OnnxEncoder) -> None:
     from memrefine_edge.models import manifest
 
+    assert encoder.model_file == default_encoder_path()
+    assert encoder.model_id == f"{encoder.model_file.stem}@{sha256_file(encoder.model_file)[:12]}"
     sha = manifest()["encoder"].sha256
-    assert encoder.model_id == f"all-MiniLM-L6-v2-int8@{sha[:12]}"
+    assert packaged.model_id == f"all-MiniLM-L6-v2-int8@{sha[:12]}"
 
 
 @pytest.mark.models
@@ -138,20 +156,34 @@ def test_empty_text_gives_a_finite_unit_vector(encoder: OnnxEncoder, text: str) 
 
 
 @pytest.mark.models
-def test_batching_does_not_change_a_text_vector(encoder: OnnxEncoder) -> None:
+def test_padding_in_a_batch_does_not_change_a_text_vector(packaged: OnnxEncoder) -> None:
+    # The packaged model's weights are dequantized at load (fp32 arithmetic):
+    # a batch changes nothing as long as padded positions are masked out.
     text = "Caroline went to the support group on Tuesday."
-    alone = encoder.embed_batch([text])[0]
+    alone = packaged.embed_batch([text])[0]
     longer = ["A much longer text that forces a lot of padding onto the short one " * 4,
               "Another long sentence about a camping trip in August where the tent flooded " * 3]
-    batched = encoder.embed_batch([longer[0], text, longer[1]])[1]
+    batched = packaged.embed_batch([longer[0], text, longer[1]])[1]
     np.testing.assert_allclose(batched, alone, atol=1e-5)
 
 
 @pytest.mark.models
-def test_pads_to_the_longest_text_not_to_128(encoder: OnnxEncoder) -> None:
-    encoder.embed_batch(["hi", "ok thanks"])
-    assert encoder.last_seq_len == 4  # [CLS] ok thanks [SEP]
-    tok = load_tokenizer(encoder.tokenizer_file)
+def test_a_text_vector_does_not_depend_on_the_texts_embedded_with_it(encoder: OnnxEncoder) -> None:
+    # A dynamically quantized int8 model scales activations by the whole input:
+    # the default one-text-per-run embedding keeps each vector to itself.
+    text = "Caroline went to the support group on Tuesday."
+    alone = encoder.embed([text])[0]
+    crowd = ["A much longer text that forces a lot of padding onto the short one " * 4, "ok",
+             "Another long sentence about a camping trip in August where the tent flooded " * 3, text, "🎉"]
+    np.testing.assert_array_equal(encoder.embed(crowd)[3], alone)
+    assert encoder.batch_size == 1 and encoder.workers == encoder.threads
+
+
+@pytest.mark.models
+def test_pads_to_the_longest_text_not_to_128(packaged: OnnxEncoder) -> None:
+    packaged.embed_batch(["hi", "ok thanks"])
+    assert packaged.last_seq_len == 4  # [CLS] ok thanks [SEP]
+    tok = load_tokenizer(packaged.tokenizer_file)
     assert tok.padding is not None and tok.padding["length"] is None
 
 
@@ -196,16 +228,16 @@ def _fidelity(enc: OnnxEncoder, record_property: object, label: str) -> tuple[fl
 
 
 @pytest.mark.models
-def test_fidelity_of_packaged_int8_vs_fp32_reference(encoder: OnnxEncoder, record_property: object) -> None:
-    mean, low = _fidelity(encoder, record_property, "packaged_int8")
+def test_fidelity_of_packaged_int8_vs_fp32_reference(packaged: OnnxEncoder, record_property: object) -> None:
+    mean, low = _fidelity(packaged, record_property, "packaged_int8")
     assert mean >= 0.99 and low >= 0.97
 
 
 @pytest.mark.models
 def test_fidelity_of_built_int8_vs_fp32_reference(record_property: object) -> None:
-    path = _need("encoder").parent / BUILT_INT8
+    path = models_dir() / BUILT_INT8
     if not path.is_file():
-        pytest.skip(f"{path} not built (run scripts/build_encoder.py)")
+        pytest.skip(f"{path} not built (run scripts/build_encoder.py --install)")
     mean, low = _fidelity(OnnxEncoder(model_path=path), record_property, "built_int8_pc")
     assert mean >= 0.99 and low >= 0.97
 
@@ -230,7 +262,7 @@ def test_garbage_model_file_raises_model_load_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.models
-def test_numpy_reference_bert_matches_the_exported_graph(encoder: OnnxEncoder) -> None:
+def test_numpy_reference_bert_matches_the_exported_graph(packaged: OnnxEncoder) -> None:
     """The numpy BERT that made the fixture agrees with the packaged (torch-exported) graph.
 
     Fed the packaged model's own int8 weights, dequantized, the numpy forward
@@ -242,7 +274,7 @@ def test_numpy_reference_bert_matches_the_exported_graph(encoder: OnnxEncoder) -
 
     from memrefine_edge._bert_numpy import bert_forward
 
-    model = onnx.load(str(encoder.model_file))
+    model = onnx.load(str(packaged.model_file))
     arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     deq = {n[:-2]: a.astype(np.float32) * arrays[n[:-2] + "_scale"] for n, a in arrays.items() if n.endswith("_q")}
     deq.update({n: a for n, a in arrays.items() if a.dtype == np.float32 and not n.endswith("_scale")})
@@ -255,10 +287,10 @@ def test_numpy_reference_bert_matches_the_exported_graph(encoder: OnnxEncoder) -
     weights = {k.removeprefix("inner."): v for k, v in deq.items() if k.startswith("inner.")}
     for idx, w in enumerate(matmul_w):
         weights[f"encoder.layer.{idx // 6}.{order[idx % 6]}.weight"] = deq[w].T
-    tok = encoder._tokenizer
+    tok = packaged._tokenizer
     enc = tok.encode_batch(["hello world", "Melanie paints sunsets by the lake with her kids.", ""])
     ids = np.array([e.ids for e in enc], np.int64)
     mask = np.array([e.attention_mask for e in enc], np.int64)
-    got = encoder._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": 0 * ids})[0]
+    got = packaged._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": 0 * ids})[0]
     want = bert_forward(weights, ids, mask)
     assert float(np.abs(got - want)[mask.astype(bool)].max()) < 1e-4

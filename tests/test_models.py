@@ -122,6 +122,54 @@ def test_cli_check_reports_a_truncated_file_and_fails(fake_manifest):
     assert "memrefine models fetch" in result.stderr
 
 
+def _with_packaged_encoder(root: Path, dest: Path) -> Path:
+    """Add a (tiny) packaged encoder to the fake manifest and put it in place."""
+    data = b"packaged onnx bytes"
+    raw = json.loads((root / "manifest.json").read_text())
+    raw["files"]["encoder"] = {"file": "enc.onnx", "package": "fake-pkg==1.0", "member": "fake_pkg/enc.onnx",
+                               "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    (root / "manifest.json").write_text(json.dumps(raw))
+    dest.mkdir(exist_ok=True)
+    (dest / "enc.onnx").write_bytes(data)
+    return dest / "enc.onnx"
+
+
+def _build(dest: Path, data: bytes) -> Path:
+    """What scripts/build_encoder.py --install leaves: the built file and its record."""
+    built = dest / models.BUILT_ENCODER_FILE
+    built.write_bytes(data)
+    built.with_name(built.name + ".build.json").write_text(json.dumps(
+        {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "cos_mean": 0.9976}))
+    return built
+
+
+def test_default_encoder_is_the_built_one_once_built_else_the_packaged_one(fake_manifest):
+    root, dest, _ = fake_manifest
+    packaged = _with_packaged_encoder(root, dest)
+    assert models.default_encoder_path() == packaged and models.built_encoder_status() is None
+    (dest / models.BUILT_ENCODER_FILE).write_bytes(b"half a build")  # no record: not installed
+    assert models.default_encoder_path() == packaged
+    built = _build(dest, b"built int8 onnx bytes")
+    assert models.default_encoder_path() == built
+    assert [s.state for s in models.check_models()][-1] == "ok"
+
+
+def test_a_changed_built_encoder_is_an_error_not_a_silent_fallback(fake_manifest):
+    root, dest, _ = fake_manifest
+    _with_packaged_encoder(root, dest)
+    built = _build(dest, b"built int8 onnx bytes")
+    assert models.default_encoder_path() == built
+    built.write_bytes(b"built int8 onnx bytez")  # same size, other bytes (new mtime)
+    with pytest.raises(ModelChecksumError, match="build_encoder.py --install"):
+        models.default_encoder_path()
+    result = CliRunner().invoke(cli, ["models", "check", "--json"])
+    assert result.exit_code == 1 and "build_encoder.py --install" in result.stderr
+    assert json.loads(result.stdout)["models"][-1]["state"] == "checksum-mismatch"
+    built.with_name(built.name + ".build.json").write_text("{not json")
+    with pytest.raises(ModelChecksumError, match="build record"):
+        models.default_encoder_path()
+
+
 @pytest.mark.models
 def test_committed_manifest_matches_the_real_files():
     """The real model files (fetched by bootstrap) pass a full re-hash."""

@@ -27,13 +27,16 @@ def fetch(include_optional: bool, as_json: bool) -> None:
 @json_option
 def check(as_json: bool) -> None:
     """Re-hash every model file and report what is present and valid."""
-    from ..models import check_models
+    from ..models import BUILD_COMMAND, BUILT_ENCODER_FILE, check_models
 
     statuses = check_models()
     _report(statuses, as_json)
     required_bad = [s for s in statuses if not s.ok and not s.spec.optional]
     if required_bad:
-        log(f"{len(required_bad)} required model file(s) missing or corrupted: run `memrefine models fetch`")
+        fix = " and ".join(dict.fromkeys(
+            f"`{BUILD_COMMAND}`" if s.spec.file == BUILT_ENCODER_FILE and not s.spec.package
+            else "`memrefine models fetch`" for s in required_bad))
+        log(f"{len(required_bad)} required model file(s) missing or corrupted: run {fix}")
         raise SystemExit(1)
 
 
@@ -43,6 +46,6 @@ def _report(statuses, as_json: bool) -> None:
         for s in statuses
     ]
     human = "\n".join(
-        f"{r['name']:10} {r['state']:18} {r['path']}" + ("  (optional)" if r["optional"] else "") for r in rows
+        f"{r['name']:15} {r['state']:18} {r['path']}" + ("  (optional)" if r["optional"] else "") for r in rows
     )
     emit({"models": rows}, as_json, human)
