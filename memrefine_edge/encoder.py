@@ -170,7 +170,7 @@ class OnnxEncoder(Encoder):
         self.threads = _default_threads() if threads is None else int(threads)
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        self.batch_size = batch_size
+        self._batch_size = batch_size
         # One text per run: parallel runs on one intra-op thread each scale
         # better than one run on two threads (measured: 1134 vs 650 short texts/s).
         self.workers = self.threads if batch_size == 1 else 1
@@ -210,8 +210,14 @@ class OnnxEncoder(Encoder):
         self._output = self._session.get_outputs()[0].name
         self.dim = int(out_shape[2])
         self.model_id = f"{self.model_file.stem}@{sha256_file(self.model_file)[:12]}"
-        #: Sequence length of the last session run (lets tests see the padding).
+        #: Sequence length of the last session run (lets tests see the padding);
+        #: with parallel runs, of whichever finished last.
         self.last_seq_len = 0
+
+    @property
+    def batch_size(self) -> int:  # type: ignore[override]
+        """Texts per session run; fixed at construction, because the session's threads were chosen for it."""
+        return self._batch_size
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Embed one batch: ``(len(texts), dim)`` float32, rows L2-normalised."""

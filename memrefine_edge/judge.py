@@ -290,6 +290,10 @@ class LlamaJudge(Judge):
     ) -> None:
         if mode not in ("logits", "generate"):
             raise ValueError("mode must be 'logits' or 'generate'")
+        if model_path is not None:  # a wrong path fails here, before a run commits decisions, not at the first call
+            from .models import model_path as _resolve
+
+            _resolve("llm", model_path)
         self.model_path = model_path
         self.mode = mode
         self.few_shot = few_shot

@@ -142,6 +142,10 @@ class LlamaMerger(Merger):
         max_tokens: int = 256,
         seed: int = 1234,
     ) -> None:
+        if model_path is not None:  # a wrong path fails here, before a run commits decisions, not at the first call
+            from .models import model_path as _resolve
+
+            _resolve("llm", model_path)
         self.model_path = model_path
         self.constrained = constrained
         self.n_threads = n_threads

@@ -170,9 +170,13 @@ def model_path(name: str, path: str | os.PathLike[str] | None = None) -> Path:
     return candidate
 
 
+def _record(path: Path) -> Path:
+    return path.with_name(path.name + _BUILD_RECORD_SUFFIX)
+
+
 def _built_spec(path: Path) -> ModelSpec | None:
     """The spec a build record pins for a built model file (None: never built here)."""
-    record = path.with_name(path.name + _BUILD_RECORD_SUFFIX)
+    record = _record(path)
     try:
         raw = json.loads(record.read_text(encoding="utf-8"))
         return ModelSpec(name="encoder (built)", file=path.name, package="", member="", sha256=str(raw["sha256"]),
@@ -180,8 +184,10 @@ def _built_spec(path: Path) -> ModelSpec | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ModelChecksumError(f"build record {record} is unreadable ({exc}); delete it and run "
-                                 f"`{BUILD_COMMAND}`") from exc
+        raise ModelChecksumError(
+            f"build record {record} is unreadable ({exc}): run `{BUILD_COMMAND}` to rebuild, or delete the "
+            "record to make the packaged encoder the default again"
+        ) from exc
 
 
 def built_encoder_status(*, full: bool = True) -> ModelStatus | None:
@@ -192,7 +198,12 @@ def built_encoder_status(*, full: bool = True) -> ModelStatus | None:
     when it runs, so the record, not the manifest, says what it must be.
     """
     path = models_dir() / BUILT_ENCODER_FILE
-    spec = _built_spec(path)
+    try:
+        spec = _built_spec(path)
+    except ModelChecksumError:
+        spec = ModelSpec(name="encoder (built)", file=path.name, package="", member="", sha256="", size=-1,
+                         description=f"built by {BUILD_COMMAND}")
+        return ModelStatus(spec=spec, path=path, state="record-unreadable")
     if spec is None:
         return None
     return ModelStatus(spec=spec, path=path, state=_status(spec, path, full=full))
@@ -209,15 +220,18 @@ def default_encoder_path() -> Path:
 
     :raises ModelChecksumError: the built file no longer matches its build record.
     """
-    status = built_encoder_status(full=False)
-    if status is None:
+    path = models_dir() / BUILT_ENCODER_FILE
+    spec = _built_spec(path)  # raises on an unreadable record, with the way out
+    if spec is None:
         return model_path("encoder")
-    if not status.ok:
-        raise ModelChecksumError(
-            f"built encoder {status.path} does not match its build record ({status.state}); delete it and run "
-            f"`{BUILD_COMMAND}`"
-        )
-    return status.path
+    state = _status(spec, path, full=False)
+    if state == "ok":
+        return path
+    what = "is missing" if state == "missing" else f"changed since it was built ({state})"
+    raise ModelChecksumError(
+        f"built encoder {path} {what}: run `{BUILD_COMMAND}` to rebuild it, or delete {_record(path).name} "
+        "to make the packaged encoder the default again"
+    )
 
 
 def check_models(*, include_optional: bool = True) -> list[ModelStatus]:

@@ -19,7 +19,8 @@ the fp32 reference vectors in ``tests/fixtures/encoder``) of each output.
 Needs the optional reference weights (``memrefine models fetch --all``) and the
 ``build`` extra (``onnx``, ``safetensors``). Without ``--install`` it builds and
 compares (speed and fidelity of each output) and leaves the default encoder
-alone: point ``OnnxEncoder(model_path=...)`` at an output. ``--install``
+alone (its per-channel output is ``...-candidate.onnx``): point
+``OnnxEncoder(model_path=...)`` at an output. ``--install``
 builds the default recipe, checks its fidelity (mean cosine >= 0.99, min >=
 0.97) and writes the build record that makes it the default encoder
 (``scripts/bootstrap.sh`` runs it).
@@ -49,12 +50,18 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 from memrefine_edge._bert_numpy import BertConfig, bert_forward, load_safetensors, mean_pool  # noqa: E402
 from memrefine_edge.encoder import OnnxEncoder, load_tokenizer  # noqa: E402
-from memrefine_edge.models import model_path, sha256_file  # noqa: E402
+from memrefine_edge.models import model_path, models_dir, sha256_file  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "encoder"
 FP32_NAME = "all-MiniLM-L6-v2-fp32.onnx"
 INT8_PC_NAME = "all-MiniLM-L6-v2-int8-dynamic-pc.onnx"
 INT8_PT_NAME = "all-MiniLM-L6-v2-int8-dynamic-pt.onnx"
+#: Compare mode writes the per-channel model here, never over the installed default (INT8_PC_NAME).
+CANDIDATE_NAME = "all-MiniLM-L6-v2-int8-dynamic-pc-candidate.onnx"
+#: Part of the build record: bump it whenever a change here changes the bytes
+#: built (graph, smoothing, calibration texts, quantization), so that
+#: `--install` rebuilds instead of calling the old file up to date.
+BUILD_VERSION = 1
 #: SmoothQuant settings. The scales come from CALIBRATION_TEXTS, but alpha, the
 #: sites and DEFAULT_KEEP_FP32 were chosen by watching fidelity on the test
 #: fixture (a small sweep: alpha 0.5-0.9, site subsets, per-layer exclusion),
@@ -333,6 +340,7 @@ def build(
     alpha: float = DEFAULT_ALPHA,
     keep_fp32: tuple[str, ...] = DEFAULT_KEEP_FP32,
     optimize: bool = False,
+    int8_name: str | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Path]:
     """Build the fp32 baseline and the int8 model into ``out_dir``.
@@ -346,7 +354,7 @@ def build(
     weights = load_safetensors(model_path("reference"))
     out_dir.mkdir(parents=True, exist_ok=True)
     fp32 = out_dir / FP32_NAME
-    int8 = out_dir / (INT8_PC_NAME if per_channel else INT8_PT_NAME)
+    int8 = out_dir / (int8_name or (INT8_PC_NAME if per_channel else INT8_PT_NAME))
     with tempfile.TemporaryDirectory(prefix="memrefine-build-") as tmp:
         t0 = time.perf_counter()
         build_fp32_graph(weights, Path(tmp) / "fp32.onnx")
@@ -385,7 +393,8 @@ def install(out_dir: Path, *, log: Callable[[str], None] = print) -> int:
 
     target = out_dir / BUILT_ENCODER_FILE
     record = target.with_name(target.name + ".build.json")
-    recipe = {"per_channel": True, "alpha": DEFAULT_ALPHA, "keep_fp32": list(DEFAULT_KEEP_FP32),
+    recipe = {"build_version": BUILD_VERSION, "per_channel": True, "alpha": DEFAULT_ALPHA,
+              "keep_fp32": list(DEFAULT_KEEP_FP32),
               "smooth_sites": list(SMOOTH_SITES), "opset": OPSET}
     ref_sha = sha256_file(model_path("reference"))
     try:
@@ -397,7 +406,8 @@ def install(out_dir: Path, *, log: Callable[[str], None] = print) -> int:
     except (OSError, ValueError):
         pass
     record.unlink(missing_ok=True)  # no record while the file is being replaced: the default is the packaged model
-    paths = build(out_dir, per_channel=True, alpha=DEFAULT_ALPHA, keep_fp32=DEFAULT_KEEP_FP32, log=log)
+    paths = build(out_dir, per_channel=True, alpha=DEFAULT_ALPHA, keep_fp32=DEFAULT_KEEP_FP32,
+                  int8_name=BUILT_ENCODER_FILE, log=log)
     assert paths["int8"] == target, (paths["int8"], target)
     mean, low = fidelity(OnnxEncoder(model_path=target))
     if mean < INSTALL_MIN_MEAN or low < INSTALL_MIN_LOW:
@@ -421,7 +431,8 @@ def install(out_dir: Path, *, log: Callable[[str], None] = print) -> int:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out-dir", type=Path, default=REPO / "models", help="where to write (default: models/)")
+    ap.add_argument("--out-dir", type=Path, default=models_dir(),
+                    help="where to write (default: the models folder, $MEMREFINE_MODELS or models/)")
     ap.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales (faster, too lossy)")
     ap.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="SmoothQuant strength, 0 = off")
     ap.add_argument("--keep-fp32", default=",".join(DEFAULT_KEEP_FP32),
@@ -437,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
 
     keep = tuple(k for k in args.keep_fp32.split(",") if k)
     paths = build(args.out_dir, per_channel=not args.per_tensor, alpha=args.alpha, keep_fp32=keep,
-                  optimize=args.optimize)
+                  optimize=args.optimize, int8_name=CANDIDATE_NAME if not args.per_tensor else None)
     paths = {"packaged": model_path("encoder"), **paths}
     print(f"\n{'model':10} {'file':42} {'MB':>6} {'sha256[:16]':17} {'short/s':>8} {'cos mean':>9} {'cos min':>8}")
     for label, path in paths.items():

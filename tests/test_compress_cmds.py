@@ -148,3 +148,20 @@ def test_a_busy_store_is_reported_before_the_models_load(tmp_path, monkeypatch):
         result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5"])
     assert result.exit_code == 1 and "another compression is running" in result.output
     assert built == []
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("option", ["--judge-model", "--merge-model"])
+def test_a_missing_model_file_fails_before_any_decision(tmp_path, monkeypatch, option):
+    # Before: the fast path committed decisions, then the first LLM call failed and left a run
+    # that the corrected command could not continue.
+    monkeypatch.setattr(compress_cmds, "_build", _REAL_BUILD)
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    raw = db.read_bytes()
+    result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5",
+                                      option, str(tmp_path / "nope.gguf")])
+    assert result.exit_code == 1 and "nope.gguf" in result.stderr
+    assert db.read_bytes() == raw
+    with MemoryStore(db) as store:
+        assert store.journal.runs() == []

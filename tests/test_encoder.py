@@ -177,6 +177,8 @@ def test_a_text_vector_does_not_depend_on_the_texts_embedded_with_it(encoder: On
              "Another long sentence about a camping trip in August where the tent flooded " * 3, text, "🎉"]
     np.testing.assert_array_equal(encoder.embed(crowd)[3], alone)
     assert encoder.batch_size == 1 and encoder.workers == encoder.threads
+    with pytest.raises(AttributeError):  # fixed at construction: the session's threads were chosen for it
+        encoder.batch_size = 8  # type: ignore[misc]
 
 
 @pytest.mark.models

@@ -250,3 +250,11 @@ def test_cli_errors_and_help(data, tmp_path):
 def test_top_k_ties_break_by_insertion_order():
     m = np.array([[1, 0], [1, 0], [0, 1]], dtype=np.float32)
     assert top_k(m, np.array([[1, 0]], dtype=np.float32), 2).tolist() == [[0, 1]]
+
+
+def test_a_missing_answer_model_file_is_reported_at_construction(tmp_path):
+    from memrefine_edge.errors import ModelNotFoundError
+    from memrefine_edge.evaluate import LlamaAnswerer
+
+    with pytest.raises(ModelNotFoundError, match="nope.gguf"):
+        LlamaAnswerer(model_path=tmp_path / "nope.gguf")

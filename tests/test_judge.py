@@ -296,3 +296,11 @@ def test_fact_judge_without_a_model():
         == "merge"
     assert j.judge("John practices kickboxing.", "John practices taekwondo.", 0.45).action == "preserve"
     assert j.stats["inner_calls"] == 3 and j.stats["llm_calls"] == 0  # called, but it is not a model
+
+
+def test_a_missing_judge_model_file_is_reported_at_construction(tmp_path):
+    from memrefine_edge.errors import ModelNotFoundError
+    from memrefine_edge.judge import LlamaJudge
+
+    with pytest.raises(ModelNotFoundError, match="nope.gguf"):
+        LlamaJudge(tmp_path / "nope.gguf")

@@ -92,3 +92,11 @@ def test_real_model_merge_is_guarded():
     m = GuardedMerger(LlamaMerger(max_tokens=48), retries=0)
     out = m.merge("Tim ran a marathon in Rome in 2019.", "Tim: I finished the Rome marathon in 3 hours.", "")
     assert not m.missing(out.content, "Tim ran a marathon in Rome in 2019.", "Tim: I finished the Rome marathon in 3 hours.")
+
+
+def test_a_missing_merge_model_file_is_reported_at_construction(tmp_path):
+    from memrefine_edge.errors import ModelNotFoundError
+    from memrefine_edge.merger import LlamaMerger
+
+    with pytest.raises(ModelNotFoundError, match="nope.gguf"):
+        LlamaMerger(tmp_path / "nope.gguf")

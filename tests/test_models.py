@@ -165,9 +165,16 @@ def test_a_changed_built_encoder_is_an_error_not_a_silent_fallback(fake_manifest
     result = CliRunner().invoke(cli, ["models", "check", "--json"])
     assert result.exit_code == 1 and "build_encoder.py --install" in result.stderr
     assert json.loads(result.stdout)["models"][-1]["state"] == "checksum-mismatch"
-    built.with_name(built.name + ".build.json").write_text("{not json")
-    with pytest.raises(ModelChecksumError, match="build record"):
+    built.unlink()
+    with pytest.raises(ModelChecksumError, match="is missing.*delete .*build.json"):
         models.default_encoder_path()
+    built.with_name(built.name + ".build.json").write_text("{not json")
+    with pytest.raises(ModelChecksumError, match="build record .* unreadable"):
+        models.default_encoder_path()
+    # `models check` still lists every file, the unreadable record as a row of its own.
+    assert [s.state for s in models.check_models()][-1] == "record-unreadable"
+    built.with_name(built.name + ".build.json").unlink()  # the documented way back to the packaged model
+    assert models.default_encoder_path().name == "enc.onnx"
 
 
 @pytest.mark.models
