@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> None:
                 cell["n"] += 1
     base_sum = sum(s["base"]["recall"]["sum"] for s in res["samples"].values())
     base_n = sum(s["base"]["recall"]["n"] for s in res["samples"].values())
-    out = {"command": cfg.command, "machine": res["machine"], "samples": sorted(res["samples"]),
+    out = {"command": cfg.command, "machine": res["machine"], "encoder": res["encoder"],
+           "samples": sorted(res["samples"]),
            "base_recall": base_sum / base_n,
            "rows": {m: {b: {"mean_ratio_json": c["ratio"] / c["n"], "recall": c["rsum"] / c["rn"],
                             "budget_met": f"{c['met']}/{c['n']}"} for b, c in per.items()}
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     lines = ["# Merge threshold of the fact guard: storage reached and evidence recall@10", "",
              f"`{cfg.command}` -- {len(out['samples'])} LoCoMo dev conversations as turns, paper mode, one chain "
              f"through the budgets, deterministic merges; judge = fast path + FactJudge + guard (the decisions of "
-             f"the bundled 135M judge, without the model). Machine: {res['machine'].get('cpu', '?')}.", "",
+             f"the bundled 135M judge, without the model). Encoder `{res['encoder']}`. "
+             f"Machine: {res['machine'].get('cpu', '?')}.", "",
              "Cells: mean realized json ratio / evidence recall@10 (all questions with evidence), and how many "
              "conversations met the budget.", "",
              f"| setting | base | {' | '.join(budgets)} |", "|---|---|" + "---|" * len(budgets)]
