@@ -58,18 +58,20 @@ def test_purge_history_makes_runs_final(tmp_path):
             store.journal.undo(r.run_id)
 
 
+def _decide_once(store: MemoryStore, a: str, b: str, decision: Decision, merger=None) -> None:
+    """Two entries, one decision applied (the budget is one byte under their size)."""
+    store.add_many([Entry(id="a", content=a), Entry(id="b", content=b)])
+    Compressor(store, encoder=HashEncoder(), method=OneShot(decision), merger=merger or ConcatMerger()).run(
+        budget_bytes=store.json_bytes() - 1)
+
+
 def test_purged_text_is_gone_from_the_file_bytes(tmp_path):
     path = tmp_path / "secret.db"
     with MemoryStore(path) as store:
-        store.add_many([
-            Entry(id="a", content="the door code is zebra-7781-quokka, says Ana"),
-            Entry(id="b", content="the door code is zebra-7781-quokka, Ana said"),
-        ])
         # The judge's free text quotes the deleted entry, as an LLM's reason may.
-        delete = Decision(action="delete", target="b", reason="b repeats: Ana said it twice",
-                          merge_instruction="", source="llm")
-        Compressor(store, encoder=HashEncoder(), method=OneShot(delete), merger=ConcatMerger()).run(
-            budget_bytes=store.json_bytes() - 1)
+        _decide_once(store, "the door code is zebra-7781-quokka, says Ana",
+                     "the door code is zebra-7781-quokka, Ana said",
+                     Decision(action="delete", target="b", reason="b repeats: Ana said it twice", source="llm"))
         assert "b" not in store
         store.journal.purge_history()
         [d] = store.journal.decisions()
@@ -110,14 +112,10 @@ class RewordingMerger(Merger):
 def test_after_a_merge_and_purge_the_sources_wording_is_gone_from_the_file(tmp_path):
     path = tmp_path / "m.db"
     with MemoryStore(path) as store:
-        store.add_many([
-            Entry(id="a", content="Ana whispered: the door code is zebra-7781-quokka"),
-            Entry(id="b", content="Ana repeated that the code is zebra-7781-quokka"),
-        ])
         merge = Decision(action="merge", target=None, merge_instruction="Ana whispered it", reason="Ana repeated",
                          source="llm")
-        Compressor(store, encoder=HashEncoder(), method=OneShot(merge), merger=RewordingMerger()).run(
-            budget_bytes=store.json_bytes() - 1)
+        _decide_once(store, "Ana whispered: the door code is zebra-7781-quokka",
+                     "Ana repeated that the code is zebra-7781-quokka", merge, RewordingMerger())
         assert [e.content for e in store.entries()] == ["Ana's door code: zebra-7781-quokka (she repeated it)"]
         store.journal.purge_history()
     data = b"".join(f.read_bytes() for f in tmp_path.iterdir() if f.is_file())
