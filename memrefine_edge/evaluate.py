@@ -98,10 +98,9 @@ class LlamaAnswerer(Answerer):
 
     def __init__(self, *, model_path: str | os.PathLike[str] | None = None, n_threads: int = 1,
                  n_ctx: int = 2048, max_tokens: int = 32, memory_chars: int = 600, seed: int = 1234) -> None:
-        if model_path is not None:  # a wrong path fails before the evaluation starts
-            from .models import model_path as _resolve
+        from .llm import check_model_path
 
-            _resolve("llm", model_path)
+        check_model_path(model_path)  # before the evaluation starts
         self.model_path, self.n_threads, self.n_ctx = model_path, n_threads, n_ctx
         self.max_tokens, self.memory_chars, self.seed = max_tokens, memory_chars, seed
         self.calls = 0

@@ -290,10 +290,9 @@ class LlamaJudge(Judge):
     ) -> None:
         if mode not in ("logits", "generate"):
             raise ValueError("mode must be 'logits' or 'generate'")
-        if model_path is not None:  # a wrong path fails here, before a run commits decisions, not at the first call
-            from .models import model_path as _resolve
+        from .llm import check_model_path
 
-            _resolve("llm", model_path)
+        check_model_path(model_path)  # before a run commits decisions, not at the first call
         self.model_path = model_path
         self.mode = mode
         self.few_shot = few_shot

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_cpp import Llama
 
 __all__ = [
+    "check_model_path",
     "DEFAULT_N_CTX",
     "DEFAULT_THREADS",
     "DEFAULT_SEED",
@@ -71,6 +72,18 @@ def _check_gguf(path: Path) -> None:
         raise ModelLoadError(f"cannot read model file {path}: {exc}") from exc
     if head != _GGUF_MAGIC:
         raise ModelLoadError(f"{path} is not a GGUF file (header {head!r}); pass a .gguf model file")
+
+
+def check_model_path(path: str | os.PathLike[str] | None) -> None:
+    """Resolve an explicit GGUF path now, so a wrong one fails before any work, not at the first call.
+
+    ``None`` is the bundled model: it is resolved and verified when it loads.
+    :raises ModelNotFoundError: the file does not exist.
+    """
+    if path is not None:
+        from .models import model_path
+
+        model_path("llm", path)
 
 
 def load_llama(

@@ -142,10 +142,9 @@ class LlamaMerger(Merger):
         max_tokens: int = 256,
         seed: int = 1234,
     ) -> None:
-        if model_path is not None:  # a wrong path fails here, before a run commits decisions, not at the first call
-            from .models import model_path as _resolve
+        from .llm import check_model_path
 
-            _resolve("llm", model_path)
+        check_model_path(model_path)  # before a run commits decisions, not at the first call
         self.model_path = model_path
         self.constrained = constrained
         self.n_threads = n_threads

@@ -174,13 +174,17 @@ def _record(path: Path) -> Path:
     return path.with_name(path.name + _BUILD_RECORD_SUFFIX)
 
 
+def _built_model_spec(path: Path, *, sha256: str, size: int) -> ModelSpec:
+    return ModelSpec(name="encoder (built)", file=path.name, package="", member="", sha256=sha256, size=size,
+                     description=f"built by {BUILD_COMMAND}")
+
+
 def _built_spec(path: Path) -> ModelSpec | None:
     """The spec a build record pins for a built model file (None: never built here)."""
     record = _record(path)
     try:
         raw = json.loads(record.read_text(encoding="utf-8"))
-        return ModelSpec(name="encoder (built)", file=path.name, package="", member="", sha256=str(raw["sha256"]),
-                         size=int(raw["size"]), description=f"built by {BUILD_COMMAND}")
+        return _built_model_spec(path, sha256=str(raw["sha256"]), size=int(raw["size"]))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -201,9 +205,7 @@ def built_encoder_status(*, full: bool = True) -> ModelStatus | None:
     try:
         spec = _built_spec(path)
     except ModelChecksumError:
-        spec = ModelSpec(name="encoder (built)", file=path.name, package="", member="", sha256="", size=-1,
-                         description=f"built by {BUILD_COMMAND}")
-        return ModelStatus(spec=spec, path=path, state="record-unreadable")
+        return ModelStatus(spec=_built_model_spec(path, sha256="", size=-1), path=path, state="record-unreadable")
     if spec is None:
         return None
     return ModelStatus(spec=spec, path=path, state=_status(spec, path, full=full))

@@ -274,13 +274,13 @@ class MemoryStore:
     def get(self, entry_id: str) -> Entry:
         """The entry with this id; :class:`EntryNotFoundError` if there is none."""
         if not _lookup_key(entry_id):
-            raise EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
+            raise _not_found(entry_id)
         row = self._db.conn.execute(
             "SELECT id, content, keywords, timestamps, metadata, provenance FROM entries WHERE id = ?",
             (entry_id,),
         ).fetchone()
         if row is None:
-            raise EntryNotFoundError(f"no entry with id {entry_id!r}")
+            raise _not_found(entry_id)
         return self._row_to_entry(row, self._links_of(entry_id))
 
     def entries(self) -> Iterator[Entry]:
@@ -298,10 +298,10 @@ class MemoryStore:
     def seq_of(self, entry_id: str) -> int:
         """Insertion sequence number of an entry (the tie-break order)."""
         if not _lookup_key(entry_id):
-            raise EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
+            raise _not_found(entry_id)
         row = self._db.conn.execute("SELECT seq FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
-            raise EntryNotFoundError(f"no entry with id {entry_id!r}")
+            raise _not_found(entry_id)
         return int(row[0])
 
     def _links_of(self, entry_id: str) -> list[str]:
@@ -391,7 +391,7 @@ class MemoryStore:
         conn = self._db.conn
         with self.transaction():
             if entry_id not in self:
-                raise EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
+                raise _not_found(entry_id)
             removed = conn.execute(
                 "SELECT src, dst, ord FROM links WHERE src = ? OR dst = ? ORDER BY src, ord", (entry_id, entry_id)
             ).fetchall()
@@ -457,7 +457,7 @@ class MemoryStore:
     def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str) -> None:
         """Store one entry's embedding (float32)."""
         if not _lookup_key(entry_id):
-            raise EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
+            raise _not_found(entry_id)
         blob = np.asarray(vector, dtype=np.float32).tobytes()
         with self.transaction():
             cur = self._db.conn.execute(
@@ -465,7 +465,7 @@ class MemoryStore:
                 (blob, model_id, entry_id),
             )
             if cur.rowcount == 0:
-                raise EntryNotFoundError(f"no entry with id {entry_id!r}")
+                raise _not_found(entry_id)
 
     def embeddings(self, *, model_id: str | None = None) -> tuple[list[str], np.ndarray]:
         """Ids (insertion order) and a float32 matrix of every embedded entry."""
@@ -674,6 +674,11 @@ def _lookup_key(entry_id: object) -> bool:
     except UnicodeEncodeError:  # a lone surrogate: never a stored id
         return False
     return True
+
+
+def _not_found(entry_id: object) -> EntryNotFoundError:
+    # Cut at 300 characters: an id may be a hostile megabyte of text.
+    return EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
 
 
 def _dumps(value: Any) -> str:

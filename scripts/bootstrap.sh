@@ -45,12 +45,15 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$(sha256sum "$wheel" | cut -c1-64
   sha256sum "$wheel" | cut -c1-64 > "$stamp"
 fi
 
-say "installing memrefine_edge and test tools"
-"${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test]"
-# onnx + safetensors only build the int8 encoder; where they have no wheel
-# the packaged encoder stays the default.
+say "installing memrefine_edge, test and build tools"
+# onnx + safetensors (the build extra) only build the int8 encoder; where they
+# have no wheel, install without them and the packaged encoder stays the default.
 build_tools=yes
-"${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[build]" || { build_tools=no; say "no onnx/safetensors here: the packaged encoder stays the default"; }
+"${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test,build]" || {
+  build_tools=no
+  say "no onnx/safetensors here: the packaged encoder stays the default"
+  "${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test]"
+}
 
 say "fetching and verifying model files"
 .venv/bin/memrefine models fetch --all
