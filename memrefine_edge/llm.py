@@ -17,6 +17,7 @@ than with one), temperature 0 and a fixed seed, ``verbose=False``.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from pathlib import Path
@@ -141,6 +142,12 @@ def clear_cache() -> None:
             except Exception:  # pragma: no cover - best effort
                 pass
         _CACHE.clear()
+
+
+# Free the models while the interpreter is whole: left to garbage collection at
+# exit, llama-cpp-python's __del__ can run after its C bindings are torn down
+# and print a TypeError traceback on every exit.
+atexit.register(clear_cache)
 
 
 _CHATML = (
