@@ -16,6 +16,8 @@ __all__ = [
     "StoreError",
     "StoreFullError",
     "SchemaError",
+    "NotAStoreError",
+    "StoreExistsError",
     "EntryNotFoundError",
     "DuplicateIdError",
     "InvalidEntryError",
@@ -26,6 +28,7 @@ __all__ = [
     "RunLockedError",
     "RunInterruptedError",
     "RunNotFoundError",
+    "UndoConflictError",
     "JudgeOutputError",
     "MergeOutputError",
 ]
@@ -72,6 +75,15 @@ class StoreFullError(StoreError):
 
 class SchemaError(StoreError):
     """The database file is not a memrefine store, or is from a newer version."""
+
+
+class NotAStoreError(SchemaError):
+    """The file exists but was not created by memrefine_edge (another application's
+    database, an empty file, not SQLite at all). It is refused untouched."""
+
+
+class StoreExistsError(StoreError):
+    """A store was to be created at a path where another process created one meanwhile."""
 
 
 class EntryNotFoundError(StoreError, KeyError):
@@ -137,6 +149,10 @@ class RunNotFoundError(MemRefineError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "run not found"
+
+
+class UndoConflictError(MemRefineError):
+    """Undo would restore an entry whose id has been taken again since the run; nothing was changed."""
 
 
 # --- LLM output -------------------------------------------------------------

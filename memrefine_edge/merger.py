@@ -7,9 +7,14 @@
 entries. If it does not, the missing fact-bearing sentences of the source
 entries are appended (``source="repair"``); if the inner merger fails twice,
 a deterministic concatenation of both entries minus filler is used
-(``source="concat"``). Only when even that cannot carry the facts (entries
-cut at 2,000 characters, say) is :class:`MergeOutputError` raised, and the
-caller preserves the pair.
+(``source="concat"``). Only when even that cannot carry the facts, or the
+result would be longer than :data:`MAX_MERGED_CHARS`, is
+:class:`MergeOutputError` raised, and the caller preserves the pair.
+
+Entries are never cut: the fact check, the repair and the concatenation all
+work on the full texts. Only the *prompt* of an LLM merger quotes each entry
+up to the judge's prompt limit; whatever the model drops there is caught by
+the check on the full texts and repaired or replaced by the concatenation.
 """
 
 from __future__ import annotations
@@ -23,10 +28,16 @@ from typing import Any, Literal
 
 from .errors import MergeOutputError
 from .facts import extract, fact_sentences, is_filler, missing_facts, strip_speaker, surface_forms
-from .judge import MAX_ENTRY_CHARS, quote_entry
+from .judge import quote_entry
 
-__all__ = ["MergedEntry", "Merger", "LlamaMerger", "GuardedMerger", "MERGE_SCHEMA", "concat_merge",
-           "parse_merged", "build_merge_messages", "default_keywords"]
+__all__ = ["MergedEntry", "Merger", "LlamaMerger", "GuardedMerger", "MERGE_SCHEMA", "MAX_MERGED_CHARS",
+           "concat_merge", "parse_merged", "build_merge_messages", "default_keywords"]
+
+#: The longest entry a merge may write (characters). A pair whose merge would
+#: be longer is preserved instead: both entries stay whole, nothing is cut.
+#: 8,000 characters is about 2,000 tokens, the whole context of the default
+#: judge; a longer entry could no longer be read by the judge that decides on it.
+MAX_MERGED_CHARS = 8000
 
 
 @dataclass(frozen=True)
@@ -165,7 +176,9 @@ class LlamaMerger(Merger):
         from .llm import chat_prompt, tokenize
 
         llm = self.llm
-        prompt = chat_prompt(llm, build_merge_messages(a[:MAX_ENTRY_CHARS], b[:MAX_ENTRY_CHARS], instruction))
+        # Only the prompt is shortened (quote_entry cuts each entry); GuardedMerger
+        # checks the answer against the full texts.
+        prompt = chat_prompt(llm, build_merge_messages(a, b, instruction))
         kwargs: dict[str, Any] = {}
         if self.constrained:
             if self._grammar is None:
@@ -221,7 +234,11 @@ class GuardedMerger(Merger):
     def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
         """Merge with the inner merger, then check and repair (see the class docstring)."""
         self.stats["merges"] += 1
-        a, b = a[:MAX_ENTRY_CHARS], b[:MAX_ENTRY_CHARS]
+        if len(a) + len(b) > 2 * MAX_MERGED_CHARS:
+            # Nothing short enough could carry both: don't ask a model to try.
+            self.stats["failures"] += 1
+            raise MergeOutputError(f"the two entries ({len(a):,} + {len(b):,} characters) are too long to merge "
+                                   f"within {MAX_MERGED_CHARS:,} characters; preserve the pair", raw="")
         merged: MergedEntry | None = None
         last: MergeOutputError | None = None
         if self.inner is not None:
@@ -241,11 +258,12 @@ class GuardedMerger(Merger):
             self.stats["invalid_outputs"] += 1  # made-up names/numbers: not a usable merge
             merged = None
         if merged is not None:
-            if not self.missing(merged.content, a, b):
+            if not self.missing(merged.content, a, b) and len(merged.content) <= MAX_MERGED_CHARS:
                 return merged
             repaired = self._repair(merged, a, b)
             # A repair longer than the plain concatenation saves nothing over it.
-            if repaired is not None and len(repaired.content) <= len(fallback.content):
+            if (repaired is not None and len(repaired.content) <= len(fallback.content)
+                    and len(repaired.content) <= MAX_MERGED_CHARS):
                 self.stats["repairs"] += 1
                 return repaired
         self.stats["fallbacks"] += 1
@@ -253,6 +271,10 @@ class GuardedMerger(Merger):
             self.stats["failures"] += 1
             raise MergeOutputError("no merge carries the facts of both entries; preserve the pair",
                                    raw=merged.content if merged else "")
+        if len(fallback.content) > MAX_MERGED_CHARS:
+            self.stats["failures"] += 1
+            raise MergeOutputError(f"a merge that keeps both entries' facts takes {len(fallback.content):,} "
+                                   f"characters, over {MAX_MERGED_CHARS:,}; preserve the pair", raw="")
         return fallback
 
     def _repair(self, merged: MergedEntry, a: str, b: str) -> MergedEntry | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ from .errors import (
     DuplicateIdError,
     EntryNotFoundError,
     InvalidEntryError,
+    NotAStoreError,
     SchemaError,
     StoreError,
     StoreFullError,
@@ -61,6 +63,8 @@ __all__ = [
     "MAX_CONTENT_CHARS",
     "MAX_ID_CHARS",
     "METRICS",
+    "APPLICATION_ID",
+    "check_store_file",
 ]
 
 METRICS = ("json", "disk")
@@ -111,8 +115,10 @@ class MemoryStore:
         path: str | os.PathLike[str],
         *,
         create: bool = True,
+        read_only: bool = False,
         busy_timeout_ms: int = 10_000,
         max_file_bytes: int | None = None,
+        _new_file: bool = False,
     ) -> None:
         if max_file_bytes is not None and (
             isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes <= 0
@@ -121,20 +127,33 @@ class MemoryStore:
         self.path = Path(path)
         #: The size cap asked for (bytes), or None.
         self.max_file_bytes = max_file_bytes
-        if not create and not self.path.exists():
-            raise StoreError(f"no memory store at {self.path} (create one with `memrefine import`)")
+        #: Opened read-only: nothing is written to the file (a write raises).
+        self.read_only = read_only
         if self.path.exists() and self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database file")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not _new_file:
+            if not self.path.exists():
+                if not create or read_only:
+                    raise StoreError(f"no memory store at {self.path} (create one with `memrefine import`)")
+                _create_store_file(self.path)
+            # Before anything writes to it: only a file this module created is opened.
+            check_store_file(self.path)
         try:
-            self._db = sqlite_utils.Database(str(self.path))
+            if read_only:
+                self._db = sqlite_utils.Database(
+                    sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+                )
+            else:
+                self._db = sqlite_utils.Database(str(self.path))
             conn = self._db.conn
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            # auto_vacuum only takes effect on a file with no tables yet, and
-            # setting it on an existing file rewrites the header: new files only.
-            if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
-                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            conn.execute("PRAGMA journal_mode = WAL")
+            if not read_only:
+                if _new_file:
+                    # auto_vacuum only takes effect on a file with no tables yet; the
+                    # application id marks the file as a memory store for later opens.
+                    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -158,10 +177,11 @@ class MemoryStore:
 
     def close(self) -> None:
         """Checkpoint the WAL and close the file."""
-        try:
-            self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except Exception:  # closing must not fail because another reader is busy
-            pass
+        if not self.read_only:
+            try:
+                self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except Exception:  # closing must not fail because another reader is busy
+                pass
         self._db.conn.close()
 
     def __enter__(self) -> "MemoryStore":
@@ -193,7 +213,8 @@ class MemoryStore:
     def _migrate(self) -> None:
         conn = self._db.conn
         try:
-            conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+            if not self.read_only:
+                conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
         except Exception as exc:
             if _is_full(exc):
@@ -204,6 +225,12 @@ class MemoryStore:
             raise SchemaError(
                 f"{self.path} was written by a newer memrefine_edge (unknown migrations: "
                 f"{', '.join(sorted(done - known))}); upgrade the package"
+            )
+        pending = [m.name for m in MIGRATIONS if m.name not in done]
+        if pending and self.read_only:
+            raise SchemaError(
+                f"{self.path} was written by an older memrefine_edge and must be upgraded before it can be read "
+                f"read-only (pending: {', '.join(pending)}); run `memrefine upgrade --db {self.path}`"
             )
         for migration in MIGRATIONS:
             if migration.name in done:
@@ -650,6 +677,72 @@ class MemoryStore:
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction():
             self._db.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
+#: ``PRAGMA application_id`` of every store this module creates ("MREF").
+APPLICATION_ID = 0x4D524546
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_store_file(path: Path) -> None:
+    """Raise :class:`NotAStoreError` unless ``path`` is a memory store this module created.
+
+    Reads only: a foreign file is refused untouched. A store is recognised by
+    its application id, or (stores made before the id was set) by its
+    migration table next to an ``entries`` table.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc}") from exc
+    untouched = "it was left untouched (pick another --db, or move the file away)"
+    if not head:
+        raise NotAStoreError(f"{path} is an empty file, not a memory store; {untouched}")
+    if not head.startswith(_SQLITE_MAGIC) or len(head) < 100:
+        raise NotAStoreError(f"{path} is not an SQLite database, so not a memory store; {untouched}")
+    app_id = int.from_bytes(head[68:72], "big")
+    if app_id == APPLICATION_ID:
+        return
+    if app_id != 0:
+        raise NotAStoreError(f"{path} belongs to another application (SQLite application id {app_id:#x}); "
+                             f"{untouched}")
+    try:
+        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise NotAStoreError(f"{path} is not a readable SQLite database ({exc}); {untouched}") from exc
+    if not {"_migrations", "entries"} <= tables:
+        shown = ", ".join(sorted(tables)[:8]) or "none"
+        raise NotAStoreError(f"{path} is an SQLite database of another application (tables: {shown}), not a "
+                             f"memory store; {untouched}")
+
+
+def _create_store_file(path: Path) -> None:
+    """Create a new, fully initialised store at ``path``, atomically.
+
+    The store is built under a private name beside ``path`` and linked into
+    place only when complete, so a crash leaves no half-made file, and a
+    store another process created at ``path`` meanwhile is kept as it is
+    (this call then simply uses it).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
+    try:
+        MemoryStore(tmp, _new_file=True).close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: theirs stands
+        except OSError:  # a file system without hard links: a plain rename, checked first
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
 
 _SQLITE_FULL = 13

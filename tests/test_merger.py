@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memrefine_edge.errors import MergeOutputError
@@ -100,3 +102,60 @@ def test_a_missing_merge_model_file_is_reported_at_construction(tmp_path):
 
     with pytest.raises(ModelNotFoundError, match="nope.gguf"):
         LlamaMerger(tmp_path / "nope.gguf")
+
+
+# --- long entries: nothing is cut -------------------------------------------------------------
+
+_PAD = ("Meeting notes from the Tuesday planning session. " * 50)[:2100]
+
+
+def test_long_entries_keep_their_tails():
+    a, b = _PAD + " Ana flight code QX7781.", _PAD + " Ben hotel room 512."
+    merged = GuardedMerger(None).merge(a, b, "")
+    assert "QX7781" in merged.content and "512" in merged.content
+
+
+def test_llm_merge_of_long_entries_is_checked_against_the_full_texts():
+    # The model sees (at most) the quoted start of each entry and writes only that:
+    # the check on the full texts must notice the tails are missing.
+    a, b = _PAD + " Ana flight code QX7781.", _PAD + " Ben hotel room 512."
+    merger = GuardedMerger(FakeMerger([_PAD]))
+    merged = merger.merge(a, b, "")
+    assert "QX7781" in merged.content and "512" in merged.content
+    assert merged.source in ("repair", "concat")
+
+
+def test_merge_longer_than_the_limit_is_refused_not_cut():
+    from memrefine_edge.merger import MAX_MERGED_CHARS
+
+    words = [f"topic{i} detail{i * 7}." for i in range(MAX_MERGED_CHARS // 20)]
+    a = " ".join(words[: len(words) // 2 + 50])
+    b = " ".join(words[len(words) // 2 - 50:]) + " Ben hotel room 512."
+    assert len(a) < MAX_MERGED_CHARS and len(b) < MAX_MERGED_CHARS
+    with pytest.raises(MergeOutputError, match="preserve the pair"):
+        GuardedMerger(None).merge(a, b, "")
+
+
+def test_long_entry_merge_chain_in_a_real_store_keeps_every_fact(tmp_path):
+    from memrefine_edge.compressor import Compressor
+    from memrefine_edge.importers import import_file
+    from memrefine_edge.judge import default_judge
+    from memrefine_edge.methods import get_method
+    from memrefine_edge.store import MemoryStore
+    from memrefine_edge.testing import HashEncoder
+
+    src = tmp_path / "long.jsonl"
+    rows = [{"id": "a", "content": _PAD + " Ana flight code QX7781."},
+            {"id": "b", "content": _PAD + " Ben hotel room 512."},
+            {"id": "c", "content": "Weather in Cairo was sunny on 4 June."},
+            {"id": "d", "content": _PAD + " Cleo booked table 9 at Nopa."}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with MemoryStore(tmp_path / "s.db") as store:
+        import_file(store, src, format="jsonl")
+        comp = Compressor(store, encoder=HashEncoder(), merger=GuardedMerger(None),
+                          method=get_method("memrefine", judge=default_judge("none")))
+        report = comp.run(budget=0.4)
+        text = " ".join(e.content for e in store.entries())
+        assert report.actions.get("merge", 0) >= 2  # a merged entry (> 2,000 characters) was merged again
+    for fact in ("QX7781", "room 512", "table 9", "Cairo"):
+        assert fact in text

@@ -12,6 +12,7 @@ from memrefine_edge.errors import (
     DuplicateIdError,
     EntryNotFoundError,
     InvalidEntryError,
+    NotAStoreError,
     SchemaError,
     StoreError,
 )
@@ -22,9 +23,43 @@ from memrefine_edge.testing import HashEncoder
 # --- schema and migrations -----------------------------------------------------
 
 
-def test_migrations_from_an_empty_file(tmp_path):
+def test_an_empty_file_is_refused_untouched(tmp_path):
     path = tmp_path / "empty.db"
-    path.touch()  # a zero-byte file is an empty SQLite database
+    path.touch()  # SQLite would take a zero-byte file as an empty database
+    with pytest.raises(NotAStoreError, match="empty file.*left untouched"):
+        MemoryStore(path)
+    assert path.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
+def test_a_foreign_sqlite_database_is_refused_untouched(tmp_path):
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO users (name) VALUES ('ana')")
+    conn.close()
+    before = path.read_bytes()
+    for kwargs in ({}, {"create": False}, {"read_only": True}):
+        with pytest.raises(NotAStoreError, match="another application.*users"):
+            MemoryStore(path, **kwargs)
+    assert path.read_bytes() == before  # not switched to WAL, no tables added
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_another_applications_id_is_refused(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA application_id = 1234")
+        conn.execute("CREATE TABLE entries (x)")
+        conn.execute("CREATE TABLE _migrations (name)")
+    conn.close()
+    with pytest.raises(NotAStoreError, match="another application"):
+        MemoryStore(path)
+
+
+def test_a_new_store_is_created_whole_and_marked(tmp_path):
+    from memrefine_edge.store import APPLICATION_ID
+
+    path = tmp_path / "sub" / "new.db"
     with MemoryStore(path) as store:
         assert store.applied_migrations == [m.name for m in MIGRATIONS]
         assert len(store) == 0 and store.json_bytes() == 0
@@ -32,6 +67,33 @@ def test_migrations_from_an_empty_file(tmp_path):
     with MemoryStore(path, create=False) as store:  # reopening applies nothing twice
         assert store.applied_migrations == [m.name for m in MIGRATIONS]
     assert sqlite3.connect(path).execute("SELECT name, applied_at FROM _migrations").fetchall() == rows_before
+    assert sqlite3.connect(path).execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert not [p for p in path.parent.iterdir() if "creating" in p.name]  # no temporary file left
+
+
+def test_a_store_made_before_the_application_id_still_opens(tmp_path):
+    path = tmp_path / "old.db"
+    MemoryStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA application_id = 0")
+    conn.close()
+    with MemoryStore(path, create=False) as store:
+        assert len(store) == 0
+
+
+def test_read_only_open_writes_nothing(tmp_path):
+    path = tmp_path / "ro.db"
+    with MemoryStore(path) as store:
+        store.add(Entry(id="a", content="Ana likes tea."))
+    before = path.read_bytes()
+    with MemoryStore(path, read_only=True) as store:
+        assert [e.id for e in store.entries()] == ["a"] and store.stats().entries == 1
+        with pytest.raises(Exception, match="readonly"):
+            store.add(Entry(id="b", content="Ben likes coffee."))
+    assert path.read_bytes() == before
+    with pytest.raises(StoreError, match="no memory store"):
+        MemoryStore(tmp_path / "missing.db", read_only=True)
+    assert not (tmp_path / "missing.db").exists()
 
 
 def test_store_from_a_newer_version(tmp_path):
@@ -46,22 +108,13 @@ def test_store_from_a_newer_version(tmp_path):
 def test_not_a_database(tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("this is a shopping list, not SQLite\n" * 200)
-    with pytest.raises(SchemaError, match="not a usable SQLite database"):
+    with pytest.raises(NotAStoreError, match="not an SQLite database"):
         MemoryStore(path)
     with pytest.raises(StoreError, match="is a directory"):
         MemoryStore(tmp_path)
     with pytest.raises(StoreError, match="no memory store"):
         MemoryStore(tmp_path / "missing.db", create=False)
     assert not (tmp_path / "missing.db").exists()
-
-
-def test_a_foreign_sqlite_file_gets_our_tables(tmp_path):
-    path = tmp_path / "other.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE unrelated (x)")
-    with MemoryStore(path) as store:
-        store.add(Entry(id="a", content="x"))
-        assert store.ids() == ["a"]
 
 
 # --- validation -------------------------------------------------------------------
