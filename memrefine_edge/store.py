@@ -139,14 +139,13 @@ class MemoryStore:
             # Before anything writes to it: only a file this module created is opened.
             check_store_file(self.path)
         try:
-            if read_only:
-                self._db = sqlite_utils.Database(
-                    sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
-                )
-            else:
-                self._db = sqlite_utils.Database(str(self.path))
+            self._db = sqlite_utils.Database(_connect(self.path, read_only=read_only))
             conn = self._db.conn
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            if read_only:
+                # SQLite refuses every change on this connection; opened read-write
+                # where it can be, the last connection still removes -wal/-shm at close.
+                conn.execute("PRAGMA query_only = ON")
             if not read_only:
                 if _new_file:
                     # auto_vacuum only takes effect on a file with no tables yet; the
@@ -682,6 +681,15 @@ class MemoryStore:
 #: ``PRAGMA application_id`` of every store this module creates ("MREF").
 APPLICATION_ID = 0x4D524546
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
+    if not read_only:
+        return sqlite3.connect(str(path), check_same_thread=False)
+    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        return sqlite3.connect(str(path), check_same_thread=False)  # made query_only by the caller
+    # A read-only file or folder: SQLite's own read-only mode.
+    return sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
 
 
 def check_store_file(path: Path) -> None:

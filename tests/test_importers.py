@@ -469,3 +469,58 @@ def test_cli_search_with_fake_encoder(tmp_path, run, monkeypatch):
     assert [r["rank"] for r in data["results"]] == [1, 2, 3]
     assert data["results"][0]["score"] >= data["results"][-1]["score"]
     assert any("marathon" in r["content"].lower() for r in data["results"])
+
+
+def test_cli_refuses_a_foreign_database_untouched(tmp_path, run):
+    import sqlite3
+
+    app = tmp_path / "app.db"
+    with sqlite3.connect(app) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.close()
+    before = app.read_bytes()
+    for args in (("stats",), ("export",), ("log",), ("import", "--format", "jsonl", FIX / "entries.jsonl")):
+        res = run(*args, "--db", app)
+        assert res.exit_code == 1 and "another application" in res.stderr, (args, res.output)
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    assert run("stats", "--db", empty).exit_code == 1 and empty.read_bytes() == b""
+    assert app.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "empty.db"]
+
+
+def test_cli_read_only_commands_write_nothing(tmp_path, run):
+    db = tmp_path / "m.db"
+    assert run("import", "--format", "jsonl", FIX / "entries.jsonl", "--db", db).exit_code == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for args in (("stats",), ("export",), ("log",)):
+        assert run(*args, "--db", db).exit_code == 0
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_failed_import_never_deletes_a_store_another_process_created(tmp_path):
+    """Process A imports a large file that fails at its last line into a new path; meanwhile
+    process B creates the store there and commits. A's failure must leave B's store whole."""
+    import subprocess
+    import sys
+    import time
+
+    bad = tmp_path / "bad.jsonl"
+    with open(bad, "w") as fh:
+        for i in range(150_000):
+            fh.write(json.dumps({"id": f"t{i}", "content": f"note {i}"}) + "\n")
+        fh.write(json.dumps({"id": "x", "content": 5}) + "\n")
+    db = tmp_path / "new.db"
+    cmd = [sys.executable, "-m", "memrefine_edge", "import", "--db", str(db), "--format", "jsonl"]
+    a = subprocess.Popen([*cmd, str(bad)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while a.poll() is None and not any(p.name != "bad.jsonl" for p in tmp_path.iterdir()):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)  # A has started writing (its file, or the store itself)
+    b = subprocess.run([*cmd, str(FIX / "entries.jsonl"), "--json"], capture_output=True, text=True, timeout=120)
+    assert b.returncode == 0, b.stderr
+    _, a_err = a.communicate(timeout=300)
+    assert a.returncode == 1 and "Error:" in a_err
+    with MemoryStore(db, create=False) as store:
+        assert len(store) == json.loads(b.stdout)["imported"] > 0
+        assert "x" not in store and "t0" not in store
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".new.db")]  # A cleaned up its own file

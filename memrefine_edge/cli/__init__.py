@@ -45,11 +45,11 @@ def resolve_db(db_path: Path | None) -> Path:
     return db_path if db_path is not None else default_db_path()
 
 
-def open_store(db_path: Path | None, *, create: bool = False):
-    """Open the store for a command (must exist unless ``create``)."""
+def open_store(db_path: Path | None, *, create: bool = False, read_only: bool = False):
+    """Open the store for a command (must exist unless ``create``; ``read_only`` commands write nothing)."""
     from ..store import MemoryStore
 
-    return MemoryStore(resolve_db(db_path), create=create)
+    return MemoryStore(resolve_db(db_path), create=create, read_only=read_only)
 
 
 def emit(data: Any, as_json: bool, human: str | None = None) -> None:

@@ -224,7 +224,7 @@ def undo(db_path, run_id, as_json) -> None:
 @json_option
 def log_cmd(db_path, run_id, as_json) -> None:
     """List runs, or the decisions of one run."""
-    with open_store(db_path) as store:
+    with open_store(db_path, read_only=True) as store:
         if run_id is None:
             runs = store.journal.runs()
             data = {"runs": [r.__dict__ for r in runs]}

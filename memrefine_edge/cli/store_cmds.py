@@ -1,7 +1,10 @@
 """memrefine store commands: ``import``, ``export``, ``stats``, ``search``.
 
 Only ``import`` may create a store file; the others refuse a missing one, so
-a typo in ``--db`` is an error rather than a new empty store.
+a typo in ``--db`` is an error rather than a new empty store. ``stats`` and
+``export`` open the store read-only and never write to it; a file this module
+did not create (another application's database, an empty file) is refused
+untouched by every command.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import click
 
 from . import cli, db_option, emit, json_option, log, open_store, resolve_db
 
-__all__ = ["import_cmd", "export_cmd", "stats_cmd", "search_cmd"]
+__all__ = ["import_cmd", "export_cmd", "stats_cmd", "search_cmd", "upgrade_cmd"]
 
 _FORMATS = ("locomo-turns", "locomo-observations", "text", "mem0", "amem", "jsonl")
 _threads_option = click.option(
@@ -26,6 +29,37 @@ def _encoder(threads: int | None):
     from ..encoder import OnnxEncoder
 
     return OnnxEncoder(threads=threads)
+
+
+def _import_into(db: Path, fill):
+    """Run ``fill(store)`` (one import transaction) on the store at ``db``; returns what it returns.
+
+    A store that does not exist yet is filled under a private name beside
+    ``db`` and linked into place only once the import succeeded: a failed
+    import leaves no file behind, and never deletes or touches a store at
+    ``db`` -- not even one another process created while this import ran
+    (the import then goes into that store, in its own transaction).
+    """
+    import os
+    import secrets
+
+    from ..store import MemoryStore
+
+    if not db.exists():
+        tmp = db.with_name(f".{db.name}.{os.getpid()}-{secrets.token_hex(4)}.importing")
+        try:
+            with MemoryStore(tmp) as store:
+                result = fill(store)
+            try:
+                os.link(tmp, db)  # atomic, and fails rather than replace a store made meanwhile
+                return result
+            except FileExistsError:
+                log(f"{db} was created by another process during the import; importing into it")
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+    with MemoryStore(db, create=False) as store:
+        return fill(store)
 
 
 def _progress(done: int, total: int) -> None:
@@ -56,19 +90,14 @@ def import_cmd(
 
     encoder = _encoder(threads) if embed else None
     db = resolve_db(db_path)
-    existed = db.exists()
-    try:
-        with open_store(db_path, create=True) as store:
-            report = import_file(
-                store, file, format=fmt, sample_id=sample_id, drop_unknown_links=drop_unknown_links, encoder=encoder
-            )
-            total = len(store)
-    except BaseException:
-        # The import rolled back; don't leave behind an empty store it created.
-        if not existed:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{db}{suffix}").unlink(missing_ok=True)
-        raise
+
+    def fill(store):
+        report = import_file(
+            store, file, format=fmt, sample_id=sample_id, drop_unknown_links=drop_unknown_links, encoder=encoder
+        )
+        return report, len(store)
+
+    report, total = _import_into(db, fill)
     data = {**report.as_dict(), "db": str(resolve_db(db_path)), "entries": total}
     human = f"imported {report.imported} entries from {file} ({fmt}) into {data['db']} ({total} entries in all)"
     if report.skipped or report.dropped_links:
@@ -91,7 +120,7 @@ def export_cmd(fmt: str, output: Path, db_path: Path | None, as_json: bool) -> N
     to_stdout = str(output) == "-"
     if to_stdout and as_json:
         raise click.UsageError("--json needs an OUTPUT file: stdout already carries the export")
-    with open_store(db_path) as store:
+    with open_store(db_path, read_only=True) as store:
         count = export_jsonl(store, sys.stdout if to_stdout else output)
     if to_stdout:
         log(f"exported {count} entries")
@@ -104,8 +133,8 @@ def export_cmd(fmt: str, output: Path, db_path: Path | None, as_json: bool) -> N
 @db_option
 @json_option
 def stats_cmd(db_path: Path | None, as_json: bool) -> None:
-    """Entries, both size metrics, embedding bytes, links and bookkeeping overhead."""
-    with open_store(db_path) as store:
+    """Entries, both size metrics, embedding bytes, links and bookkeeping overhead (writes nothing)."""
+    with open_store(db_path, read_only=True) as store:
         stats = store.stats().as_dict()
     data = {"db": str(resolve_db(db_path)), **stats}
     width = max(map(len, data))
@@ -113,6 +142,17 @@ def stats_cmd(db_path: Path | None, as_json: bool) -> None:
         f"{k:{width}}  {v:,}" if isinstance(v, int) else f"{k:{width}}  {v}" for k, v in data.items()
     )
     emit(data, as_json, human)
+
+
+@cli.command("upgrade")
+@db_option
+@json_option
+def upgrade_cmd(db_path: Path | None, as_json: bool) -> None:
+    """Apply pending schema migrations (any writing command does this too)."""
+    with open_store(db_path) as store:
+        applied = store.applied_migrations
+    emit({"db": str(resolve_db(db_path)), "migrations": applied}, as_json,
+         f"{resolve_db(db_path)}: schema up to date ({applied[-1]})")
 
 
 @cli.command("search")
