@@ -26,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import time
 import warnings
 from collections import Counter
@@ -33,7 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import BudgetError, MemRefineError, MergeOutputError, RunInterruptedError, RunLockedError
+from .errors import (
+    BudgetError,
+    EntryNotFoundError,
+    MemRefineError,
+    MergeOutputError,
+    RunInterruptedError,
+    RunLockedError,
+)
 from .methods import Method, PairContext, get_method
 from .store import METRICS, Entry, MemoryStore
 
@@ -96,12 +104,14 @@ class CompressionReport:
 class RunLock:
     """An exclusive, crash-safe lock on a store's compression runs.
 
-    ``flock`` on ``<db>.lock``: the kernel releases it when the holder dies,
-    so a crashed run never leaves the store locked.
+    ``flock`` on ``<db>.lock`` next to the real file (symbolic links
+    resolved, so every path to one store shares one lock): the kernel
+    releases it when the holder dies, so a crashed run never leaves the
+    store locked.
     """
 
     def __init__(self, db_path: Path) -> None:
-        self.path = Path(str(db_path) + ".lock")
+        self.path = Path(os.path.realpath(db_path) + ".lock")
         self._fh: Any = None
 
     def __enter__(self) -> "RunLock":
@@ -158,7 +168,13 @@ class Compressor:
     ``merger`` writes merged entries. ``min_similarity`` (default: none, as
     in the paper) ends the candidate list at pairs below that cosine; a
     popped pair below it is left unjudged. ``progress`` is called after
-    every decision with a :class:`Progress`.
+    every decision with a :class:`Progress`; ``embed_progress`` with
+    ``(done, total)`` while entries are embedded (each batch is committed, so
+    an interrupted embedding pass resumes where it stopped).
+
+    Entries that another connection removes while a run goes on are skipped
+    (their pairs drop out of the queue); entries added meanwhile are not part
+    of the run (see :meth:`run`).
     """
 
     def __init__(
@@ -173,6 +189,7 @@ class Compressor:
         k: int = 16,
         min_similarity: float | None = None,
         progress: Callable[[Progress], None] | None = None,
+        embed_progress: Callable[[int, int], None] | None = None,
         method_options: dict[str, Any] | None = None,
     ) -> None:
         if metric not in METRICS:
@@ -190,6 +207,7 @@ class Compressor:
             raise BudgetError(f"min_similarity must be in [-1, 1], got {min_similarity!r}")
         self.min_similarity = min_similarity
         self.progress = progress
+        self.embed_progress = embed_progress
         self._session_start_size: int | None = None
 
     # --- budget --------------------------------------------------------------
@@ -246,6 +264,11 @@ class Compressor:
         early (the run stays resumable).
         """
         with RunLock(self.store.path):
+            # Every model loads before anything is recorded: a broken model file
+            # fails here and leaves no run behind.
+            self.method.load()
+            if self.merger is not None:
+                self.merger.load()
             return self._run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
 
     def _run(self, *, budget, budget_bytes, resume, max_decisions) -> CompressionReport:
@@ -283,7 +306,7 @@ class Compressor:
             run_id, step = None, 0
 
         t = time.perf_counter()
-        store.ensure_embeddings(self.encoder)
+        store.ensure_embeddings(self.encoder, progress=self.embed_progress)
         clock["embed"] += time.perf_counter() - t
         if run_id is None:  # measured with every embedding in place, as the disk target was
             before = self._sizes()
@@ -328,7 +351,15 @@ class Compressor:
                 stop = "no candidate pair left"
                 stop += f" above min_similarity {self.min_similarity}"
                 break
-            action, source = self._decide_and_apply(run_id, step, pair, queue, clock)
+            try:
+                action, source = self._decide_and_apply(run_id, step, pair, queue, clock)
+            except EntryNotFoundError:
+                gone = [i for i in pair[:2] if i not in store]
+                if not gone:
+                    raise
+                for entry_id in gone:  # removed by another connection: nothing to decide, nothing written
+                    queue.remove(entry_id)
+                continue
             actions[action] += 1
             sources[source] += 1
             step += 1

@@ -271,6 +271,9 @@ class RunJournal:
         a_id, b_id, _ = pair
         lo, hi = sorted((a_id, b_id))
         with self._store.transaction():
+            for entry_id in (a_id, b_id):  # removed by another connection meanwhile: nothing to record
+                if entry_id not in self._store:
+                    self._store.get(entry_id)  # raises EntryNotFoundError
             before = self._store.size(metric)
             self._db.conn.execute(
                 "INSERT OR IGNORE INTO preserved (a_id, b_id, run_id) VALUES (?, ?, ?)", (lo, hi, run_id)

@@ -142,6 +142,9 @@ class Judge(abc.ABC):
     #: Whether :meth:`decide` runs a language model (counted as an LLM call in reports).
     uses_model: bool = True
 
+    def load(self) -> None:
+        """Load any model now, so a broken model file fails before a run records anything."""
+
     def describe(self) -> dict[str, Any]:
         """Settings recorded with a run (the class name; subclasses add their knobs)."""
         return {"type": type(self).__name__}
@@ -319,6 +322,10 @@ class LlamaJudge(Judge):
 
         return load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
 
+    def load(self) -> None:
+        """Load the GGUF now (:class:`ModelLoadError` for a file llama.cpp cannot load)."""
+        self.llm
+
     def prompt(self, a: str, b: str, similarity: float) -> str:
         """The full prompt text for one pair (chat template of the GGUF)."""
         from .llm import chat_prompt
@@ -485,6 +492,11 @@ class GuardedJudge(Judge):
         inner = self.inner.describe() if self.inner is not None else None
         return {"type": "GuardedJudge", "inner": inner, "fast_path": self.use_fast_path,
                 "min_word_cover": self.min_word_cover, "merge_min_similarity": self.merge_min_similarity}
+
+    def load(self) -> None:
+        """Load the inner judge's model now."""
+        if self.inner is not None:
+            self.inner.load()
 
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """Run the pipeline for one pair."""

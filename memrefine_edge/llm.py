@@ -123,11 +123,15 @@ def load_llama(
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
-            from .models import FETCH_COMMAND
+            from .models import FETCH_COMMAND, manifest
 
+            if path is None or Path(path).name == manifest()["llm"].file:
+                fix = f"delete it and run `{FETCH_COMMAND}`, or pass another GGUF"
+            else:  # the user's own file: fetching ours would not repair it
+                fix = "check the file (a complete GGUF of a model llama.cpp supports), or pass another GGUF"
             raise ModelLoadError(
                 f"llama.cpp could not load {resolved} ({exc}); the file is truncated, corrupted or not a "
-                f"model this llama.cpp supports: delete it and run `{FETCH_COMMAND}`, or pass another GGUF"
+                f"model this llama.cpp supports: {fix}"
             ) from exc
         _CACHE[key] = llm
         return llm

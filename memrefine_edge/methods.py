@@ -43,6 +43,9 @@ class Method(abc.ABC):
     def prepare(self, store: "MemoryStore") -> None:
         """Called once before the loop (e.g. to compute graph scores)."""
 
+    def load(self) -> None:
+        """Load any model the method needs; called before a run records anything."""
+
     def describe(self) -> dict[str, Any]:
         """Parameters worth recording with the run."""
         return {}
@@ -97,6 +100,10 @@ class MemRefineMethod(Method):
 
     def decide(self, pair: PairContext) -> "Decision":
         return self.judge.decide(pair.a.content, pair.b.content, pair.similarity)
+
+    def load(self) -> None:
+        """Load the judge's model now."""
+        self.judge.load()
 
     def describe(self) -> dict[str, Any]:
         return {"judge": getattr(self.judge, "describe", lambda: type(self.judge).__name__)()}

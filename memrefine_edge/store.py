@@ -452,6 +452,9 @@ class MemoryStore:
         """Embed every entry whose embedding is missing, stale or from another model.
 
         Entries whose content hash and model id are unchanged are skipped.
+        Each batch of ``batch_size`` texts is committed on its own, so an
+        interrupted pass keeps what it embedded and the next call continues
+        from there; ``progress(done, total)`` is called after each batch.
         Returns how many entries were embedded.
         """
         rows = self._db.conn.execute(
@@ -468,16 +471,27 @@ class MemoryStore:
         for _, content, digest in rows:
             unique.setdefault(digest, content)
         digests = list(unique)
-        vectors: dict[str, np.ndarray] = {}
+        rows_of: dict[str, list[str]] = {}
+        for entry_id, _, digest in rows:
+            rows_of.setdefault(digest, []).append(entry_id)
+        done = 0
         for start in range(0, len(digests), batch_size):
             chunk = digests[start : start + batch_size]
-            for digest, vec in zip(chunk, encoder.embed([unique[d] for d in chunk])):
-                vectors[digest] = vec
+            vectors = encoder.embed([unique[d] for d in chunk])
+            with self.transaction():
+                for digest, vec in zip(chunk, vectors):
+                    blob = np.asarray(vec, dtype=np.float32).tobytes()
+                    for entry_id in rows_of[digest]:
+                        # Only if the content is still the one embedded: another
+                        # connection may have changed or removed the entry meanwhile.
+                        self._db.conn.execute(
+                            "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash"
+                            " WHERE id = ? AND content_hash = ?",
+                            (blob, encoder.model_id, entry_id, digest),
+                        )
+            done += sum(len(rows_of[d]) for d in chunk)
             if progress:
-                progress(min(start + batch_size, len(digests)), len(digests))
-        with self.transaction():
-            for entry_id, _, digest in rows:
-                self.set_embedding(entry_id, vectors[digest], encoder.model_id)
+                progress(done, len(rows))
         return len(rows)
 
     def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str) -> None:

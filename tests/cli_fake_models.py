@@ -9,6 +9,7 @@ script; only ``compress_cmds._build`` returns :class:`HashEncoder`,
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from fakes import ConcatMerger  # noqa: E402
 
 
 def _build(method, **_options):
-    return HashEncoder(), CampaignMethod(), ConcatMerger()
+    # MEMREFINE_TEST_SLEEP_MS slows every decision down (to interrupt a run mid-way).
+    sleep_ms = float(os.environ.get("MEMREFINE_TEST_SLEEP_MS", "0"))
+    return HashEncoder(), CampaignMethod(sleep_ms=sleep_ms), ConcatMerger()
 
 
 compress_cmds._build = _build

@@ -165,3 +165,80 @@ def test_a_missing_model_file_fails_before_any_decision(tmp_path, monkeypatch, o
     assert db.read_bytes() == raw
     with MemoryStore(db) as store:
         assert store.journal.runs() == []
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("option", ["--judge-model", "--merge-model"])
+def test_a_broken_model_file_leaves_no_run(tmp_path, monkeypatch, option):
+    # A file with a GGUF header that llama.cpp cannot load: it must fail before the run is recorded.
+    pytest.importorskip("llama_cpp")
+    monkeypatch.setattr(compress_cmds, "_build", _REAL_BUILD)
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    broken = tmp_path / "mine.gguf"
+    broken.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    args = ["compress", "--db", str(db), "--budget", "0.5", option, str(broken)]
+    if option == "--merge-model":
+        args += ["--judge-model", "none"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1 and "mine.gguf" in result.stderr, result.output
+    assert "models fetch" not in result.stderr  # fetching the bundled models would not repair the user's file
+    with MemoryStore(db) as store:
+        assert store.journal.runs() == [] and store.journal.unfinished_run() is None
+
+
+def _fake_cli(*args: str, env=None, **kw):
+    import subprocess
+    import sys
+
+    here = Path(__file__).resolve().parent
+    return subprocess.Popen([sys.executable, str(here / "cli_fake_models.py"), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _dry_folders(tmp: Path) -> list[Path]:
+    return sorted(tmp.glob("memrefine-dry-*"))
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_an_interrupted_dry_run_leaves_no_copy_of_the_store(tmp_path, sig):
+    import os
+    import signal
+    import stat
+    import time
+
+    db = tmp_path / "s.db"
+    make_store(db, n=60).close()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "MEMREFINE_TEST_SLEEP_MS": "200"}
+    proc = _fake_cli("compress", "--db", str(db), "--budget", "0.3", "--dry-run", env=env)
+    deadline = time.monotonic() + 60
+    while not list(tmp.glob("memrefine-dry-*/copy.db")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    copy = next(tmp.glob("memrefine-dry-*/copy.db"))
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o600
+    assert stat.S_IMODE(copy.parent.stat().st_mode) == 0o700
+    time.sleep(0.5)  # inside the run
+    proc.send_signal(getattr(signal, sig))
+    proc.communicate(timeout=60)
+    if sig == "SIGKILL":  # nothing can clean up at a SIGKILL: the next dry run does
+        assert len(_dry_folders(tmp)) == 1
+        env["MEMREFINE_TEST_SLEEP_MS"] = "0"
+        nxt = _fake_cli("compress", "--db", str(db), "--budget", "0.9", "--dry-run", env=env)
+        out, err = nxt.communicate(timeout=120)
+        assert nxt.returncode == 0, err
+    assert _dry_folders(tmp) == []
+
+
+def test_a_store_reached_through_a_symlink_shares_the_run_lock(tmp_path):
+    from memrefine_edge.compressor import RunLock
+
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    link = tmp_path / "link.db"
+    link.symlink_to(db)
+    with RunLock(db):
+        result = CliRunner().invoke(cli, ["compress", "--db", str(link), "--budget", "0.5"])
+    assert result.exit_code == 1 and "another compression is running" in result.output

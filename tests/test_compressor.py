@@ -354,3 +354,74 @@ def test_upkeep_skips_while_another_interrupted_run_waits_and_adds_still_succeed
         over = (high - store.json_bytes()) // 16 + 10  # just over the watermark again
         store.add(Entry(id="x3", content="one more memory " * over))
         assert upkeep.blocked_by is None and upkeep.reports and store.json_bytes() <= high
+
+
+# --- other writers, model loading --------------------------------------------------
+
+
+def test_an_entry_removed_by_another_connection_during_a_run_is_skipped(tmp_path):
+    path = tmp_path / "s.db"
+    store = make_store(path, n=30)
+    other = MemoryStore(path, create=False)
+    removed: list[str] = []
+
+    def app_removes_an_entry():
+        if not removed:  # the app deletes the first entry the run is deciding on
+            victim = method.seen[-1][0]
+            other.remove(victim)
+            removed.append(victim)
+
+    method = ScriptedMethod(on_decide=app_removes_an_entry)
+    report = compressor(store, method).run(budget=0.5)
+    assert report.budget_met or report.stop_reason.startswith("no candidate")
+    assert removed and removed[0] not in store
+    decided = {i for d in store.journal.decisions() for i in (d.a_id, d.b_id)}
+    assert removed[0] not in decided  # nothing was recorded for the vanished entry
+    other.close()
+    store.close()
+
+
+class _BrokenModelMethod(ScriptedMethod):
+    def load(self) -> None:
+        from memrefine_edge.errors import ModelLoadError
+
+        raise ModelLoadError("llama.cpp could not load mine.gguf")
+
+
+def test_a_model_that_fails_to_load_records_no_run(tmp_path):
+    from memrefine_edge.errors import ModelLoadError
+
+    store = make_store(tmp_path / "s.db")
+    before = export(store)
+    with pytest.raises(ModelLoadError):
+        compressor(store, _BrokenModelMethod()).run(budget=0.5)
+    assert store.journal.runs() == [] and export(store) == before
+    assert compressor(store).run(budget=0.5).run_id is not None  # nothing blocks the next run
+    store.close()
+
+
+class _FailingEncoder(HashEncoder):
+    def __init__(self, fail_after: int) -> None:
+        super().__init__()
+        self.calls = 0
+        self.fail_after = fail_after
+
+    def embed_batch(self, texts):
+        self.calls += 1
+        if self.calls > self.fail_after:
+            raise KeyboardInterrupt  # the user pressed Ctrl-C during the first embedding pass
+        return super().embed_batch(texts)
+
+
+def test_an_interrupted_embedding_pass_keeps_its_batches_and_resumes(tmp_path):
+    store = make_store(tmp_path / "s.db", n=40)
+    seen: list[tuple[int, int]] = []
+    enc = _FailingEncoder(fail_after=2)
+    enc.batch_size = 1000  # one embed_batch call per store batch
+    with pytest.raises(KeyboardInterrupt):
+        store.ensure_embeddings(enc, batch_size=8, progress=lambda d, t: seen.append((d, t)))
+    assert store.stats().embedded == seen[-1][0] >= 16 and seen[-1][1] == 40
+    fresh = HashEncoder()
+    assert store.ensure_embeddings(fresh, batch_size=8) == 40 - seen[-1][0]
+    assert store.stats().embedded == 40
+    store.close()

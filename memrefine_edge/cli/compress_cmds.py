@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import sqlite3
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -57,6 +61,18 @@ def _progress_printer(metric: str):
     return show
 
 
+def _embed_printer():
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.5 or done == total:
+            last[0] = now
+            log(f"embedded {done:,}/{total:,} entries (saved as it goes)")
+
+    return show
+
+
 def _human(report: dict[str, Any]) -> str:
     b, a = report["before"], report["after"]
     metric = report["metric"]
@@ -77,14 +93,64 @@ def _human(report: dict[str, Any]) -> str:
 
 
 def _copy_db(src: Path, dst: Path) -> None:
-    """A consistent copy through SQLite's backup API, reading the source read-only."""
-    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    """A consistent copy through SQLite's backup API, reading the source read-only; the copy is private (0600)."""
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    source = sqlite3.connect(src.absolute().as_uri() + "?mode=ro", uri=True)
     target = sqlite3.connect(str(dst))
     try:
         source.backup(target)
     finally:
         target.close()
         source.close()
+
+
+_DRY_PREFIX = "memrefine-dry-"
+
+
+def _sweep_stale_dry_runs(tmp_root: Path) -> None:
+    """Remove the copies of dry runs whose process is gone (killed with SIGKILL, say)."""
+    for folder in tmp_root.glob(f"{_DRY_PREFIX}*"):
+        try:
+            pid = int(folder.name[len(_DRY_PREFIX):].split("-", 1)[0])
+            if folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (ValueError, OSError):
+            continue
+
+
+@contextmanager
+def _dry_run_copy(db: Path) -> Iterator[Path]:
+    """A private copy of the store in the temp folder, removed on every way out.
+
+    The folder is 0700 and the copy 0600. A normal end, an error, Ctrl-C,
+    SIGTERM and SIGHUP remove it here; a copy left by a SIGKILL is removed by
+    the next dry run (the folder names its process).
+    """
+    tmp_root = Path(tempfile.gettempdir())
+    _sweep_stale_dry_runs(tmp_root)
+    folder = Path(tempfile.mkdtemp(prefix=f"{_DRY_PREFIX}{os.getpid()}-"))
+
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)  # unwinds through the finally below
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, on_signal)
+        except ValueError:  # not the main thread: the caller's handlers stay
+            pass
+    try:
+        copy = folder / "copy.db"
+        _copy_db(db, copy)
+        yield copy
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model,
@@ -101,7 +167,8 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
                                          merge_min_similarity=merge_min_similarity)
     with MemoryStore(db, create=False) as store:
         comp = Compressor(store, encoder=encoder, method=method_obj, merger=merger, metric=metric, mode=mode,
-                          min_similarity=min_similarity, progress=None if quiet else _progress_printer(metric))
+                          min_similarity=min_similarity, progress=None if quiet else _progress_printer(metric),
+                          embed_progress=None if quiet else _embed_printer())
         report = comp.run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
     return report.as_dict()
 
@@ -161,9 +228,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
                   resume=resume, max_decisions=max_decisions, tau=tau, protect=protect,
                   min_similarity=min_similarity, merge_min_similarity=merge_min_similarity)
     if dry_run:
-        with tempfile.TemporaryDirectory(prefix="memrefine-dry-") as tmp:
-            copy = Path(tmp) / "copy.db"
-            _copy_db(db, copy)
+        with _dry_run_copy(db) as copy:
             report = run_compress(copy, **kwargs)
         report["dry_run"] = True
     else:
