@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .merger import Merger
 
 __all__ = ["Compressor", "CompressionReport", "Progress", "RunLock", "Upkeep", "MODES", "merged_entry_id",
-           "build_merged_entry"]
+           "build_merged_entry", "resolve_target"]
 
 MODES = ("paper", "strict")
 
@@ -86,6 +86,8 @@ class CompressionReport:
     decisions: int = 0
     resumed: bool = False
     seconds: dict[str, float] = field(default_factory=dict)
+    #: Entries other writers added while the run went on: ``{"entries": n, "bytes": size}``.
+    added_during_run: dict[str, int] = field(default_factory=dict)
 
     @property
     def realized_ratio(self) -> float:
@@ -129,6 +131,68 @@ class RunLock:
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self._fh, fcntl.LOCK_UN)
         self._fh.close()
+
+
+def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = None, budget_bytes: int | None = None,
+                   dim: int = 384) -> int:
+    """Validate a budget (a ratio of the store's size now, or bytes) and return it in bytes.
+
+    ``dim`` is the embedding width: under the ``disk`` metric a ratio is of
+    the store with every entry embedded. Raises :class:`BudgetError` for a
+    malformed budget, or one below what any compression can reach (smaller
+    than the smallest single entry).
+    """
+    if metric not in METRICS:
+        raise BudgetError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+    if (budget is None) == (budget_bytes is None):
+        raise BudgetError("give exactly one of a budget ratio or a budget in bytes")
+    if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 1:
+            raise BudgetError(f"budget ratio must be in (0, 1], got {budget!r}")
+    elif isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int) or budget_bytes <= 0:
+        raise BudgetError(f"budget in bytes must be a positive integer, got {budget_bytes!r}")
+    current = store.size(metric)
+    if metric == "disk":
+        # Embeddings are part of the disk size; a ratio is of the store as
+        # it will be compressed, with every entry embedded.
+        current += (len(store) - store.stats().embedded) * dim * 4
+    target = int(current * budget) if budget is not None else int(budget_bytes)  # type: ignore[arg-type]
+    floor = store.min_entry_json_bytes() if metric == "json" else store.min_disk_bytes(embedding_bytes=dim * 4)
+    if len(store) and target < floor:
+        raise BudgetError(
+            f"budget of {target:,} bytes ({metric}) is below what is possible: the smallest "
+            f"store that still holds one entry takes {floor:,} bytes"
+        )
+    return target
+
+
+class _Outsiders:
+    """Entries another writer added after the run started: not the run's to compress.
+
+    They are not in the run's candidate pairs, and their bytes do not count
+    against the run's target, so an assistant adding memories while a run
+    goes on does not make it shrink the older entries further; the next run
+    (or upkeep pass) takes them in. Kept up to date with two cheap checks per
+    decision: the highest insertion number, and SQLite's ``data_version``.
+    """
+
+    def __init__(self, store: MemoryStore, metric: str, start_seq: int, created: set[str]) -> None:
+        self.store, self.metric, self.start_seq, self.created = store, metric, start_seq, created
+        self.sizes: dict[str, int] = {}
+        self._version: int | None = None
+        self._seen = start_seq
+
+    def bytes(self) -> int:
+        version, top = self.store.data_version(), self.store.max_seq()
+        if version != self._version:  # another connection committed: count afresh
+            self.sizes = {i: n for i, n in self.store.sizes_after(self.start_seq, self.metric).items()
+                          if i not in self.created}
+            self._version, self._seen = version, top
+        elif top > self._seen:  # new rows on this connection: ours (merges) or another thread's
+            self.sizes.update({i: n for i, n in self.store.sizes_after(self._seen, self.metric).items()
+                               if i not in self.created})
+            self._seen = top
+        return sum(self.sizes.values())
 
 
 def merged_entry_id(a_id: str, b_id: str) -> str:
@@ -213,37 +277,9 @@ class Compressor:
     # --- budget --------------------------------------------------------------
 
     def target_bytes(self, *, budget: float | None = None, budget_bytes: int | None = None) -> int:
-        """Validate a budget (ratio of the current size, or bytes) and return it in bytes.
-
-        Raises :class:`BudgetError` for a malformed budget, or one below what
-        any compression can reach (smaller than the smallest single entry).
-        """
-        if (budget is None) == (budget_bytes is None):
-            raise BudgetError("give exactly one of a budget ratio or a budget in bytes")
-        if budget is not None:
-            if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 1:
-                raise BudgetError(f"budget ratio must be in (0, 1], got {budget!r}")
-        elif isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int) or budget_bytes <= 0:
-            raise BudgetError(f"budget in bytes must be a positive integer, got {budget_bytes!r}")
-        current = self.store.size(self.metric)
-        if self.metric == "disk":
-            # Embeddings are part of the disk size; a ratio is of the store as
-            # it will be compressed, with every entry embedded.
-            missing = len(self.store) - self.store.stats().embedded
-            current += missing * self.encoder.dim * 4
-        target = int(current * budget) if budget is not None else int(budget_bytes)  # type: ignore[arg-type]
-        floor = self._floor()
-        if len(self.store) and target < floor:
-            raise BudgetError(
-                f"budget of {target:,} bytes ({self.metric}) is below what is possible: the smallest "
-                f"store that still holds one entry takes {floor:,} bytes"
-            )
-        return target
-
-    def _floor(self) -> int:
-        if self.metric == "json":
-            return self.store.min_entry_json_bytes()
-        return self.store.min_disk_bytes(embedding_bytes=self.encoder.dim * 4)
+        """Validate a budget (ratio of the current size, or bytes) and return it in bytes (see :func:`resolve_target`)."""
+        return resolve_target(self.store, metric=self.metric, budget=budget, budget_bytes=budget_bytes,
+                              dim=self.encoder.dim)
 
     # --- the loop ------------------------------------------------------------
 
@@ -259,7 +295,12 @@ class Compressor:
 
         An interrupted run with the same method, metric, mode and budget is
         continued automatically (its recorded byte target is kept, so the
-        result is the same as an uninterrupted run). ``resume=True``
+        result is the same as an uninterrupted run). A ratio ``budget`` is of
+        the store's size now: calling this again compresses further (the CLI
+        keeps a standing budget instead, see :mod:`memrefine_edge.budget`).
+        Entries other writers add while the run goes on are left to the next
+        run: they are not compressed, and their bytes do not count against
+        this run's target (``added_during_run`` in the report). ``resume=True``
         continues it whatever budget was given now. ``max_decisions`` stops
         early (the run stays resumable).
         """
@@ -267,8 +308,9 @@ class Compressor:
             # Every model loads before anything is recorded: a broken model file
             # fails here and leaves no run behind.
             self.method.load()
-            if self.merger is not None:
-                self.merger.load()
+            load_merger = getattr(self.merger, "load", None)  # a duck-typed merger may have none
+            if load_merger is not None:
+                load_merger()
             return self._run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
 
     def _run(self, *, budget, budget_bytes, resume, max_decisions) -> CompressionReport:
@@ -316,8 +358,12 @@ class Compressor:
                 return self._report(None, target, before, "already within budget", Counter(), Counter(), 0, clock)
             run_id = journal.start_run(
                 self.method.name, {**args, "target_bytes": target, "before": before, "k": self.k,
-                                   "encoder": self.encoder.model_id},
+                                   "encoder": self.encoder.model_id, "start_seq": store.max_seq()},
             )
+        params = journal.run(run_id).params
+        created = {c for d in journal.decisions(run_id) for c in d.created_ids}
+        # Runs recorded before start_seq existed: every entry then live was the run's.
+        self._outsiders = _Outsiders(store, self.metric, int(params.get("start_seq", 1 << 62)), created)
 
         from .pairs import PairQueue
 
@@ -336,7 +382,7 @@ class Compressor:
         started, done_here = time.perf_counter(), 0
         self._session_start_size = store.size(self.metric)
         stop = "budget met"
-        while store.size(self.metric) > target:
+        while self._run_size() > target:
             if max_decisions is not None and done_here >= max_decisions:
                 stop = "stopped after max_decisions (resumable)"
                 break
@@ -366,7 +412,7 @@ class Compressor:
             done_here += 1
             self._tick(step, target, actions, started, done_here)
 
-        if store.size(self.metric) > target and stop.startswith("no candidate pair left") and self.mode == "strict":
+        if self._run_size() > target and stop.startswith("no candidate pair left") and self.mode == "strict":
             step = self._evict(run_id, step, target, actions, sources)
             stop = "budget met by eviction (strict mode)"
 
@@ -402,6 +448,7 @@ class Compressor:
                 journal.apply_merge(run_id, step, pair, merged, vec, self.encoder.model_id, source=decision.source,
                                     reason=decision.reason, merge_instruction=decision.merge_instruction,
                                     metric=self.metric, latency_ms=latency)
+                self._outsiders.created.add(merged.id)
                 queue.remove(a_id)
                 queue.remove(b_id)
                 queue.add(merged.id, vec)
@@ -446,14 +493,15 @@ class Compressor:
             degree[src] = degree.get(src, 0) + 1
             degree[dst] = degree.get(dst, 0) + 1
         # entries() yields insertion order, so the position is the seq order (oldest first).
+        outsiders = set(self._outsiders.sizes)  # added by others during the run: not ours to evict
         order = sorted(
             ((0 if is_filler(e.content) else 1, degree.get(e.id, 0), pos, e.id)
-             for pos, e in enumerate(self.store.entries()))
+             for pos, e in enumerate(self.store.entries()) if e.id not in outsiders)
         )
         keeper = next((key[3] for key in reversed(order)
                        if self.store.solo_size(key[3], self.metric) <= target), None)
         for filler_rank, deg, _seq, entry_id in order:
-            if self.store.size(self.metric) <= target:
+            if self._run_size() <= target:
                 break
             if entry_id == keeper:
                 continue
@@ -465,6 +513,10 @@ class Compressor:
         return step
 
     # --- reporting -----------------------------------------------------------
+
+    def _run_size(self) -> int:
+        """The store's size without the entries others added during the run."""
+        return self.store.size(self.metric) - self._outsiders.bytes()
 
     def _sizes(self) -> dict[str, int]:
         return {"entries": len(self.store), "json_bytes": self.store.json_bytes(), "disk_bytes": self.store.disk_bytes()}
@@ -485,11 +537,14 @@ class Compressor:
 
     def _report(self, run_id, target, before, stop, actions, sources, llm_calls, clock, *, resumed=False):
         after = self._sizes()
+        outsiders = self._outsiders.bytes() if run_id is not None else 0
         return CompressionReport(
             run_id=run_id, method=self.method.name, metric=self.metric, mode=self.mode, target_bytes=target,
-            before=before, after=after, budget_met=after[f"{self.metric}_bytes"] <= target, stop_reason=stop,
+            before=before, after=after, budget_met=after[f"{self.metric}_bytes"] - outsiders <= target,
+            stop_reason=stop,
             actions=dict(actions), sources=dict(sources), llm_calls=llm_calls, decisions=sum(actions.values()),
             resumed=resumed, seconds={k: round(v, 3) for k, v in clock.items()},
+            added_during_run={"entries": len(self._outsiders.sizes), "bytes": outsiders} if run_id else {},
         )
 
 
@@ -503,7 +558,11 @@ class Upkeep:
 
     Watermarks, in bytes of the compressor's metric: when an add takes the
     store above ``high_bytes``, a compression pass runs down to
-    ``low_bytes`` (a gap between the two keeps passes rare). Install it with
+    ``low_bytes`` (a gap between the two keeps passes rare). Without
+    watermarks, the store's standing budget (:mod:`memrefine_edge.budget`)
+    is the high one and ``headroom`` below it the low one, read at every add,
+    so ``memrefine budget set`` changes them for a running assistant; with no
+    standing budget (or one in another metric) no pass runs. Install it with
     :meth:`install`; every pass is an ordinary audited, undoable run.
 
     An add never fails because of upkeep's own circumstances: while another
@@ -514,9 +573,15 @@ class Upkeep:
     next add above the watermark compresses again.
     """
 
-    def __init__(self, compressor: Compressor, *, high_bytes: int, low_bytes: int) -> None:
-        if not 0 < low_bytes <= high_bytes:
+    def __init__(self, compressor: Compressor, *, high_bytes: int | None = None, low_bytes: int | None = None,
+                 headroom: float = 0.1) -> None:
+        if (high_bytes is None) != (low_bytes is None):
+            raise BudgetError("give both high_bytes and low_bytes, or neither (the store's standing budget)")
+        if high_bytes is not None and not 0 < low_bytes <= high_bytes:  # type: ignore[operator]
             raise BudgetError(f"need 0 < low_bytes <= high_bytes, got low {low_bytes!r}, high {high_bytes!r}")
+        if not 0 <= headroom < 1:
+            raise BudgetError(f"headroom must be in [0, 1), got {headroom!r}")
+        self.headroom = headroom
         self.compressor = compressor
         self.high_bytes = high_bytes
         self.low_bytes = low_bytes
@@ -534,13 +599,27 @@ class Upkeep:
         """Remove the hook."""
         self.compressor.store.after_add.remove(self)
 
+    def watermarks(self, store: MemoryStore) -> tuple[int, int] | None:
+        """``(high, low)`` in bytes now: the given ones, or from the standing budget (None: no budget)."""
+        if self.high_bytes is not None and self.low_bytes is not None:
+            return self.high_bytes, self.low_bytes
+        from .budget import get_budget
+
+        standing = get_budget(store)
+        if standing is None or standing.metric != self.compressor.metric:
+            return None
+        return standing.bytes, max(1, int(standing.bytes * (1 - self.headroom)))
+
     def __call__(self, store: MemoryStore) -> CompressionReport | None:
         # A merge inside the pass adds an entry too: never start a pass from within one.
-        if self._running or store.size(self.compressor.metric) <= self.high_bytes:
+        if self._running:
+            return None
+        marks = self.watermarks(store)
+        if marks is None or store.size(self.compressor.metric) <= marks[0]:
             return None
         self._running = True
         try:
-            report = self.compressor.run(budget_bytes=self.low_bytes)
+            report = self.compressor.run(budget_bytes=marks[1])
         except RunLockedError:
             # Another process is compressing this store: the add is committed and
             # must not look failed; the next add above the watermark tries again.

@@ -161,7 +161,7 @@ class OnnxEncoder(Encoder):
         # Heavy imports live here so `import memrefine_edge` stays fast.
         import onnxruntime as ort
 
-        from .models import FETCH_COMMAND, default_encoder_path, model_path as resolve, sha256_file
+        from .models import FETCH_COMMAND, default_encoder_path, model_path as resolve, sha256_file, verify_digest
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -177,6 +177,10 @@ class OnnxEncoder(Encoder):
         self.max_tokens = max_tokens
         self.model_file: Path = default_encoder_path() if model_path is None else resolve("encoder", model_path)
         self.tokenizer_file: Path = resolve("tokenizer", tokenizer_path)
+        # The full hash is made anyway (for the model id): hold it to the manifest or
+        # build record too, before loading, so bytes changed in place are caught.
+        digest = sha256_file(self.model_file)
+        verify_digest(self.model_file, digest)
 
         self._tokenizer = load_tokenizer(self.tokenizer_file, max_tokens=max_tokens)
 
@@ -209,7 +213,7 @@ class OnnxEncoder(Encoder):
         self._wants_token_types = "token_type_ids" in names
         self._output = self._session.get_outputs()[0].name
         self.dim = int(out_shape[2])
-        self.model_id = f"{self.model_file.stem}@{sha256_file(self.model_file)[:12]}"
+        self.model_id = f"{self.model_file.stem}@{digest[:12]}"
         #: Sequence length of the last session run (lets tests see the padding);
         #: with parallel runs, of whichever finished last.
         self.last_seq_len = 0

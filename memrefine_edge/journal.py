@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .errors import MemRefineError, RunNotFoundError
+from .errors import MemRefineError, RunNotFoundError, UndoConflictError
 from .store import Entry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -319,6 +319,19 @@ class RunJournal:
         conn = self._db.conn
         decisions = self.decisions(run_id)
         with self._store.transaction():
+            # An id the run removed may have been added again since (by the app):
+            # restoring it would collide. Refuse before changing anything.
+            created = {c for d in decisions for c in d.created_ids}
+            taken = [r[0] for r in conn.execute(
+                "SELECT DISTINCT h.id FROM history h JOIN entries e ON e.id = h.id WHERE h.run_id = ? ORDER BY h.id",
+                (run_id,),
+            ) if r[0] not in created]
+            if taken:
+                shown = ", ".join(repr(t) for t in taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
+                raise UndoConflictError(
+                    f"cannot undo run {run_id}: entries added since it ran use ids it removed ({shown}); "
+                    "remove or rename those entries, then undo again. Nothing was changed"
+                )
             for d in reversed(decisions):
                 for created in d.created_ids:
                     if created in self._store:

@@ -26,6 +26,7 @@ from typing import Callable
 from .errors import ModelChecksumError, ModelError, ModelNotFoundError
 
 __all__ = [
+    "verify_digest",
     "ModelSpec",
     "ModelStatus",
     "FETCH_COMMAND",
@@ -234,6 +235,33 @@ def default_encoder_path() -> Path:
         f"built encoder {path} {what}: run `{BUILD_COMMAND}` to rebuild it, or delete {_record(path).name} "
         "to make the packaged encoder the default again"
     )
+
+
+def verify_digest(path: Path, digest: str) -> None:
+    """Hold a file's full sha256 (already computed by the caller) to what it must be.
+
+    Loads trust a (size, mtime) stamp to stay fast; a caller that hashes the
+    whole file anyway -- the encoder does, for its model id -- checks here, so
+    a file changed in place without touching size or mtime is still caught.
+    Files the manifest and the build record know nothing of pass.
+
+    :raises ModelChecksumError: the file is a manifest or built model and its bytes changed.
+    """
+    path = Path(path)
+    spec: ModelSpec | None = None
+    if path.name == BUILT_ENCODER_FILE:
+        spec = _built_spec(path)
+    else:
+        spec = next((s for s in manifest().values() if s.file == path.name), None)
+    if spec is None or digest == spec.sha256:
+        return
+    _stamp(path).unlink(missing_ok=True)  # the stamp vouched for bytes that are gone
+    if path.name == BUILT_ENCODER_FILE:
+        raise ModelChecksumError(
+            f"built encoder {path} changed since it was built (checksum-mismatch): run `{BUILD_COMMAND}` to "
+            f"rebuild it, or delete {_record(path).name} to make the packaged encoder the default again"
+        )
+    _raise_for(spec, path, "checksum-mismatch")
 
 
 def check_models(*, include_optional: bool = True) -> list[ModelStatus]:

@@ -135,7 +135,7 @@ class MemoryStore:
             if not self.path.exists():
                 if not create or read_only:
                     raise StoreError(f"no memory store at {self.path} (create one with `memrefine import`)")
-                _create_store_file(self.path)
+                _create_store_file(self.path, max_file_bytes=max_file_bytes)
             # Before anything writes to it: only a file this module created is opened.
             check_store_file(self.path)
         try:
@@ -669,6 +669,26 @@ class MemoryStore:
         finally:
             mem.close()
 
+    def max_seq(self) -> int:
+        """The highest insertion sequence number of a live entry (0 for an empty store)."""
+        return int(self._db.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0])
+
+    def data_version(self) -> int:
+        """SQLite's ``data_version``: changes whenever *another* connection commits to the file."""
+        return int(self._db.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def sizes_after(self, seq: int, metric: str = "json") -> dict[str, int]:
+        """``{id: size}`` of the entries inserted after ``seq`` (an index range scan).
+
+        ``json`` sizes are exact; ``disk`` sizes are an estimate per entry (its
+        json bytes plus its embedding), since pages are shared between entries.
+        """
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+        extra = " + COALESCE(LENGTH(embedding), 0)" if metric == "disk" else ""
+        return {r[0]: int(r[1]) for r in self._db.conn.execute(
+            f"SELECT id, json_bytes{extra} FROM entries WHERE seq > ? ORDER BY seq", (int(seq),))}
+
     def link_degrees(self) -> dict[str, int]:
         """Links in + out per live entry (entries without links are absent)."""
         out: dict[str, int] = {}
@@ -690,6 +710,10 @@ class MemoryStore:
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction():
             self._db.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def delete_meta(self, key: str) -> None:
+        with self.transaction():
+            self._db.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 
 #: ``PRAGMA application_id`` of every store this module creates ("MREF").
@@ -743,7 +767,7 @@ def check_store_file(path: Path) -> None:
                              f"memory store; {untouched}")
 
 
-def _create_store_file(path: Path) -> None:
+def _create_store_file(path: Path, *, max_file_bytes: int | None = None) -> None:
     """Create a new, fully initialised store at ``path``, atomically.
 
     The store is built under a private name beside ``path`` and linked into
@@ -754,7 +778,7 @@ def _create_store_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
     try:
-        MemoryStore(tmp, _new_file=True).close()
+        MemoryStore(tmp, _new_file=True, max_file_bytes=max_file_bytes).close()
         try:
             os.link(tmp, path)
         except FileExistsError:

@@ -242,3 +242,59 @@ def test_a_store_reached_through_a_symlink_shares_the_run_lock(tmp_path):
     with RunLock(db):
         result = CliRunner().invoke(cli, ["compress", "--db", str(link), "--budget", "0.5"])
     assert result.exit_code == 1 and "another compression is running" in result.output
+
+
+# --- the standing budget ---------------------------------------------------------------
+
+
+def _entries(db: Path) -> int:
+    with MemoryStore(db, create=False) as s:
+        return len(s)
+
+
+def test_repeating_a_compress_command_changes_nothing(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, n=60).close()
+    first = json.loads(run("compress", "--db", str(db), "--budget", "0.5", "--json").stdout)
+    assert first["budget_met"] and first["run_id"]
+    after_first = dump(db, tmp_path, "1.jsonl")
+    again = json.loads(run("compress", "--db", str(db), "--budget", "0.5", "--json").stdout)
+    assert again["run_id"] is None and again["stop_reason"] == "already within budget"
+    assert dump(db, tmp_path, "2.jsonl") == after_first
+    plain = json.loads(run("compress", "--db", str(db), "--json").stdout)  # the standing budget
+    assert plain["run_id"] is None and plain["target_bytes"] == first["target_bytes"]
+
+
+def test_budget_set_show_clear_and_compress_without_arguments(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, n=60).close()
+    res = run("compress", "--db", str(db))
+    assert res.exit_code == 1 and "has no budget" in res.stderr
+    with MemoryStore(db, create=False) as s:
+        size = s.json_bytes()
+    shown = json.loads(run("budget", "set", "0.6", "--db", str(db), "--json").stdout)
+    assert shown["bytes"] == int(size * 0.6) and shown["metric"] == "json"
+    assert json.loads(run("budget", "show", "--db", str(db), "--json").stdout)["bytes"] == shown["bytes"]
+    report = json.loads(run("compress", "--db", str(db), "--json").stdout)
+    assert report["target_bytes"] == shown["bytes"] and report["budget_met"]
+    n = _entries(db)
+    assert json.loads(run("compress", "--db", str(db), "--json").stdout)["run_id"] is None
+    assert _entries(db) == n
+    kb = json.loads(run("budget", "set", "9KB", "--db", str(db), "--json").stdout)
+    assert kb["bytes"] == 9000
+    for bad in ("half", "0", "1.5.2", "2.5XB"):
+        res = run("budget", "set", bad, "--db", str(db))
+        assert res.exit_code == 1 and "Error:" in res.stderr
+    tiny = run("budget", "set", "3", "--db", str(db))  # below one entry: refused, old budget kept
+    assert tiny.exit_code == 1 and "below what is possible" in tiny.stderr
+    assert json.loads(run("budget", "show", "--db", str(db), "--json").stdout)["bytes"] == 9000
+    assert json.loads(run("budget", "clear", "--db", str(db), "--json").stdout)["cleared"] is True
+    assert json.loads(run("budget", "show", "--db", str(db), "--json").stdout)["budget"] is None
+
+
+def test_a_dry_run_does_not_record_a_budget(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, n=40).close()
+    raw = db.read_bytes()
+    assert run("compress", "--db", str(db), "--budget", "0.5", "--dry-run").exit_code == 0
+    assert db.read_bytes() == raw

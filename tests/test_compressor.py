@@ -425,3 +425,48 @@ def test_an_interrupted_embedding_pass_keeps_its_batches_and_resumes(tmp_path):
     assert store.ensure_embeddings(fresh, batch_size=8) == 40 - seen[-1][0]
     assert store.stats().embedded == 40
     store.close()
+
+
+def test_entries_added_during_a_run_are_not_compressed_and_do_not_count(tmp_path):
+    from fakes import ScriptedMethod as Scripted
+
+    def originals(store):
+        return [e.counted_fields() for e in store.entries() if not e.id.startswith("late")]
+
+    with make_store(tmp_path / "a.db", n=50) as alone:
+        ra = compressor(alone, Scripted()).run(budget=0.5)
+        expected = originals(alone)
+    path = tmp_path / "b.db"
+    store = make_store(path, n=50)
+    app = MemoryStore(path, create=False)  # the assistant, writing while the run goes on
+    added: list[str] = []
+
+    def app_adds():
+        i = len(added)
+        if i < 12:
+            app.add(Entry(id=f"late{i}", content=f"Ana booked flight QX{i} to Lisbon for the conference."))
+            added.append(f"late{i}")
+
+    report = compressor(store, Scripted(on_decide=app_adds)).run(budget=0.5)
+    assert report.target_bytes == ra.target_bytes and report.budget_met
+    assert originals(store) == expected  # the older entries were compressed exactly as without the adds
+    assert all(i in store for i in added)  # and the new ones were left to the next run
+    assert report.added_during_run["entries"] == len(added)
+    app.close()
+    store.close()
+
+
+def test_upkeep_follows_the_standing_budget(tmp_path):
+    from memrefine_edge.budget import set_budget
+    from memrefine_edge.compressor import Upkeep
+
+    store = make_store(tmp_path / "u.db", n=20)
+    upkeep = Upkeep(compressor(store)).install()
+    store.add(Entry(id="x0", content="Ben runs on Tuesdays."))
+    assert upkeep.reports == []  # no budget: no pass
+    size = store.json_bytes()
+    set_budget(store, target_bytes=int(size * 0.8), metric="json", spec="0.8")
+    store.add(Entry(id="x1", content="Ben swims on Fridays."))
+    assert len(upkeep.reports) == 1
+    assert store.json_bytes() <= int(int(size * 0.8) * 0.9)
+    store.close()

@@ -121,3 +121,21 @@ def test_after_a_merge_and_purge_the_sources_wording_is_gone_from_the_file(tmp_p
     data = b"".join(f.read_bytes() for f in tmp_path.iterdir() if f.is_file())
     assert b"whispered" not in data and b"Ana repeated" not in data  # sources, reason, instruction
     assert data.count(b"zebra-7781") == 1                              # the merged entry, once
+
+
+def test_undo_refuses_when_a_removed_id_was_added_again(tmp_path):
+    from memrefine_edge.errors import UndoConflictError
+
+    with make_store(tmp_path / "c.db") as store:
+        before = export(store)
+        run = compressor(store).run(budget=0.5)
+        gone = sorted(set(e["id"] for e in before) - set(store.ids()))
+        assert gone
+        store.add(Entry(id=gone[0], content="A new note the app wrote under a reused id."))
+        after = export(store)
+        with pytest.raises(UndoConflictError, match=f"{gone[0]}.*Nothing was changed"):
+            store.journal.undo(run.run_id)
+        assert export(store) == after and store.journal.run(run.run_id).status == "done"
+        store.remove(gone[0])
+        store.journal.undo(run.run_id)
+        assert export(store) == before

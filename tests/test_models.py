@@ -101,6 +101,25 @@ def test_verified_stamp_does_not_hide_a_rewrite(fake_manifest):
         models.model_path("tokenizer")
 
 
+def test_a_rewrite_that_keeps_size_and_mtime_is_caught_by_the_full_hash(fake_manifest):
+    import os
+
+    _, dest, payload = fake_manifest
+    dest.mkdir()
+    path = dest / "tok.json"
+    path.write_bytes(payload)
+    assert models.model_path("tokenizer")  # verified: the stamp now vouches for (size, mtime)
+    st = path.stat()
+    path.write_bytes(payload[:-1] + b"Z")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # corrupted in place, size and mtime kept
+    assert models.model_path("tokenizer") == path  # the fast path cannot see it ...
+    models.verify_digest(path, hashlib.sha256(payload).hexdigest())  # the right bytes pass
+    with pytest.raises(ModelChecksumError, match="corrupted"):  # ... a caller's full hash does
+        models.verify_digest(path, models.sha256_file(path))
+    with pytest.raises(ModelChecksumError):  # and the stamp is gone: the next load re-hashes
+        models.model_path("tokenizer")
+
+
 def test_explicit_path_wins_and_foreign_files_are_not_hash_checked(fake_manifest, tmp_path):
     own = tmp_path / "my-model.gguf"
     own.write_bytes(b"anything")

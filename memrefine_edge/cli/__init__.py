@@ -92,4 +92,4 @@ def main(argv: list[str] | None = None) -> None:
 
 # Each module adds its commands to `cli`; none imports a heavy runtime
 # (onnxruntime, llama_cpp) at import time, so `--help` stays fast.
-from . import compress_cmds, eval_cmds, judge_cmds, model_cmds, store_cmds  # noqa: E402,F401
+from . import budget_cmds, compress_cmds, eval_cmds, judge_cmds, model_cmds, store_cmds  # noqa: E402,F401

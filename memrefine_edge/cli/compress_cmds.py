@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import click
 
-from ..errors import MemRefineError
+from ..errors import BudgetError, MemRefineError
 from . import cli, db_option, emit, json_option, log, open_store, resolve_db
 
 
@@ -166,18 +166,59 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
                                          encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
                                          merge_min_similarity=merge_min_similarity)
     with MemoryStore(db, create=False) as store:
-        comp = Compressor(store, encoder=encoder, method=method_obj, merger=merger, metric=metric, mode=mode,
-                          min_similarity=min_similarity, progress=None if quiet else _progress_printer(metric),
+        unfinished = store.journal.unfinished_run()
+        # An interrupted run started with exactly this budget (by the library, say) continues as it was.
+        as_started = unfinished is not None and (budget, budget_bytes) != (None, None) and (
+            unfinished.params.get("budget"), unfinished.params.get("budget_bytes")) == (budget, budget_bytes)
+        if not resume and not as_started:
+            budget_bytes, metric = _standing_target(store, budget=budget, budget_bytes=budget_bytes, metric=metric,
+                                                    encoder=encoder)
+            budget = None
+        comp = Compressor(store, encoder=encoder, method=method_obj, merger=merger, metric=metric or "json",
+                          mode=mode, min_similarity=min_similarity,
+                          progress=None if quiet else _progress_printer(metric or "json"),
                           embed_progress=None if quiet else _embed_printer())
         report = comp.run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
     return report.as_dict()
 
 
+def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[int, str]:
+    """The byte target of a compress command, through the store's standing budget.
+
+    No budget given: the standing one (an error if there is none). A budget
+    given: the same one as recorded (same text, same metric) reuses the
+    recorded bytes, so repeating a command does not compress further; another
+    one is validated against the store as it is now and recorded.
+    """
+    from ..budget import get_budget, set_budget
+    from ..compressor import resolve_target
+
+    standing = get_budget(store)
+    if budget is None and budget_bytes is None:
+        if standing is None:
+            raise BudgetError(f"{store.path} has no budget: give --budget RATIO or --budget-bytes N, or set one "
+                              "with `memrefine budget set`")
+        if metric is not None and metric != standing.metric:
+            raise BudgetError(f"the store's budget is in the {standing.metric} metric, not {metric}; set another "
+                              "with `memrefine budget set --metric`")
+        return standing.bytes, standing.metric
+    metric = metric or "json"
+    spec = f"{budget:g}" if budget is not None else str(budget_bytes)
+    if standing is not None and standing.spec == spec and standing.metric == metric:
+        return standing.bytes, metric
+    target = resolve_target(store, metric=metric, budget=budget, budget_bytes=budget_bytes, dim=encoder.dim)
+    if standing is not None:
+        log(f"budget changed: {standing.spec} ({standing.bytes:,} B {standing.metric}) -> {spec} "
+            f"({target:,} B {metric})")
+    set_budget(store, target_bytes=target, metric=metric, spec=spec)
+    return target, metric
+
+
 _compress_options = [
     click.option("--budget", type=float, default=None, help="Budget as a ratio of the current size, e.g. 0.5."),
     click.option("--budget-bytes", type=int, default=None, help="Budget in bytes."),
-    click.option("--metric", type=click.Choice(["json", "disk"]), default="json", show_default=True,
-                 help="Size metric the budget is measured in."),
+    click.option("--metric", type=click.Choice(["json", "disk"]), default=None,
+                 help="Size metric the budget is measured in [default: the standing budget's, else json]."),
     click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
                  help="paper: stop when no candidate is left; strict: evict until the budget holds."),
     click.option("--method", default="memrefine", show_default=True, help="Compression method."),
@@ -217,12 +258,18 @@ def _apply(options):
 @json_option
 def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_min_similarity, merge_model,
              encoder_model, threads, min_similarity, tau, protect, resume, dry_run, max_decisions, as_json) -> None:
-    """Compress the store to a budget (continues an interrupted run)."""
+    """Compress the store to its budget (continues an interrupted run).
+
+    Without --budget/--budget-bytes the store's standing budget is used
+    (`memrefine budget set`). A budget given here becomes the standing one;
+    the same command given again finds the store within it and changes
+    nothing, so it is safe in a cron job.
+    """
     db = resolve_db(db_path)
     if not db.exists():
         raise MemRefineError(f"no memory store at {db} (create one with `memrefine import`)")
-    if budget is None and budget_bytes is None and not resume:
-        raise click.UsageError("give --budget RATIO or --budget-bytes N (or --resume)")
+    if budget is not None and budget_bytes is not None:
+        raise click.UsageError("give --budget RATIO or --budget-bytes N, not both")
     kwargs = dict(budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, method=method,
                   judge_model=judge_model, merge_model=merge_model, encoder_model=encoder_model, threads=threads,
                   resume=resume, max_decisions=max_decisions, tau=tau, protect=protect,

@@ -43,12 +43,10 @@ def _import_into(db: Path, fill):
     import os
     import secrets
 
-    from ..store import MemoryStore
-
     if not db.exists():
         tmp = db.with_name(f".{db.name}.{os.getpid()}-{secrets.token_hex(4)}.importing")
         try:
-            with MemoryStore(tmp) as store:
+            with open_store(tmp, create=True) as store:
                 result = fill(store)
             try:
                 os.link(tmp, db)  # atomic, and fails rather than replace a store made meanwhile
@@ -58,7 +56,7 @@ def _import_into(db: Path, fill):
         finally:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{tmp}{suffix}").unlink(missing_ok=True)
-    with MemoryStore(db, create=False) as store:
+    with open_store(db) as store:
         return fill(store)
 
 

@@ -1,0 +1,86 @@
+"""A store's standing budget: the size its owner wants it kept at, kept in the store.
+
+``memrefine budget set 80KB`` (or ``0.5``, a ratio of the size *now*, turned
+into bytes when it is set) records the budget in the store's ``meta`` table.
+``memrefine compress`` with no budget argument and :class:`Upkeep` without
+watermarks use it, so repeating a command is idempotent: a store already
+within its budget is left alone. ``compress --budget R`` records its budget
+the same way; given again with the same ``R`` it reuses the recorded bytes
+instead of shrinking the store by ``R`` once more.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from .errors import BudgetError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import MemoryStore
+
+__all__ = ["StandingBudget", "parse_budget", "get_budget", "set_budget", "clear_budget"]
+
+_META_KEY = "budget"
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+_SPEC = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b|b)?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class StandingBudget:
+    """The recorded budget: ``bytes`` in ``metric``, from the text ``spec`` the user gave."""
+
+    bytes: int
+    metric: str
+    spec: str
+    set_at: str
+
+
+def parse_budget(spec: str) -> tuple[float | None, int | None]:
+    """``"0.5"`` -> ``(0.5, None)`` (a ratio); ``"80KB"``, ``"1.5MiB"``, ``"80000"`` -> ``(None, bytes)``.
+
+    A bare number up to 1 is a ratio; above 1 it is bytes.
+
+    :raises BudgetError: anything else.
+    """
+    m = _SPEC.match(str(spec))
+    if not m:
+        raise BudgetError(f"budget {spec!r} is neither a ratio (0.5) nor a size (80KB, 1.5MiB, 80000)")
+    number, unit = float(m.group(1)), (m.group(2) or "").lower()
+    if not unit and 0 < number <= 1:
+        return number, None
+    size = int(number * _UNITS[unit])
+    if size <= 0:
+        raise BudgetError(f"budget {spec!r} must be more than 0 bytes")
+    return None, size
+
+
+def get_budget(store: "MemoryStore") -> StandingBudget | None:
+    """The store's standing budget, or None."""
+    raw = store.get_meta(_META_KEY)
+    if not raw:
+        return None
+    try:
+        return StandingBudget(**json.loads(raw))
+    except (ValueError, TypeError) as exc:
+        raise BudgetError(f"the budget recorded in {store.path} is unreadable ({exc}); set it again "
+                          "with `memrefine budget set`") from exc
+
+
+def set_budget(store: "MemoryStore", *, target_bytes: int, metric: str, spec: str) -> StandingBudget:
+    """Record ``target_bytes`` (already validated) as the store's standing budget."""
+    budget = StandingBudget(bytes=int(target_bytes), metric=metric, spec=str(spec),
+                            set_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    store.set_meta(_META_KEY, json.dumps(asdict(budget)))
+    return budget
+
+
+def clear_budget(store: "MemoryStore") -> bool:
+    """Forget the standing budget; returns whether there was one."""
+    had = get_budget(store) is not None
+    if had:
+        store.delete_meta(_META_KEY)
+    return had
