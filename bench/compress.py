@@ -13,10 +13,10 @@ for the whole bench, as a cross-check.
 Part 1, real stores (default models as ``memrefine compress`` builds them):
 
 * the bundled sample, memrefine, budget 0.75 (the ``memrefine demo`` setup);
-* LoCoMo conv-26 as turns (``/work/shared/data/locomo``, CC BY-NC: read at run
-  time, no text is written out), budget 0.5: rulesim and rulepr with the
-  deterministic merger; rulesim again with the packaged int8 encoder (the
-  baseline for the default, built int8 encoder, in the same run);
+* LoCoMo conv-26 as turns (``../shared/data/locomo`` beside the repository,
+  CC BY-NC: read at run time, no text is written out), budget 0.5: rulesim
+  and rulepr with the deterministic merger; rulesim again with the packaged
+  int8 encoder (the baseline for the default, built int8 encoder, in the same run);
   memrefine with the default models (the bundled GGUF judge behind the fast
   path and fact guard, deterministic merges) and with ``--judge-model none``
   (the model-free fact judge: the same decisions with the bundled model).
@@ -60,7 +60,10 @@ __all__ = ["main"]
 
 RESULTS = Path(__file__).resolve().parent / "results" / "compress.json"
 PLOT = RESULTS.with_suffix(".png")
-LOCOMO = Path("/work/shared/data/locomo/locomo-dev.json")
+#: Beside the repository (CI keeps the shared data folder next to the clone).
+LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+#: How results name the encoder-memory reference vectors (a temporary file, removed after the run).
+REF_SHOWN = "<tmp>/memrefine-bench-ref.npy"
 SAMPLE_ID = "conv-26"
 SIZES = (1_000, 5_000, 20_000)
 #: Decisions at the largest N (a full run to 0.5 there takes ~10k decisions, ~3-4 min per method); the
@@ -149,7 +152,7 @@ def synthetic_texts(n: int, seed: int = 0) -> list[str]:
 
 
 def _fake_method():
-    from memrefine_edge.judge import Decision
+    from memrefine_edge.decision import Decision
     from memrefine_edge.methods import Method
 
     class HashJudge(Method):
@@ -219,7 +222,7 @@ def child_encmem(spec: dict) -> dict:
     import numpy as np
     import onnxruntime as ort
 
-    from memrefine_edge.encoder import OnnxEncoder
+    from memrefine_edge.backends.encoder import OnnxEncoder
     from memrefine_edge.importers import parse_file
 
     texts = [e.content for e in parse_file(LOCOMO, format="locomo-turns", sample_id=SAMPLE_ID)[0]]
@@ -423,7 +426,7 @@ def _stages(r: dict) -> str:
 
 def main() -> int:
     from memrefine_edge import __version__
-    from memrefine_edge.report import machine_info
+    from memrefine_edge.eval.report import machine_info
 
     try:
         import psutil  # noqa: F401  (every child measures its RSS with it)
@@ -474,7 +477,8 @@ def main() -> int:
     encmem: list[dict] = []
     if LOCOMO.is_file() and not real_only:
         print("encoder memory ...", file=sys.stderr)
-        ref = str(Path(tempfile.gettempdir()) / f"memrefine-bench-ref-{os.getpid()}.npy")
+        ref_dir = Path(tempfile.mkdtemp(prefix="memrefine-bench-ref-"))
+        ref = str(ref_dir / "memrefine-bench-ref.npy")
         pc = "all-MiniLM-L6-v2-int8-dynamic-pc.onnx"
         packaged = "all-MiniLM-L6-v2-int8.onnx"
         configs = [
@@ -489,8 +493,12 @@ def main() -> int:
         for spec, env in configs:
             if "save" not in spec:
                 spec["ref"] = ref
-            encmem.append(run_child({"kind": "encmem", **spec}, env=env))
-        Path(ref).unlink(missing_ok=True)
+            row = run_child({"kind": "encmem", **spec}, env=env)
+            for key in ("save", "ref"):  # the results name the temporary file, not its machine path
+                if key in row:
+                    row[key] = REF_SHOWN
+            encmem.append(row)
+        shutil.rmtree(ref_dir, ignore_errors=True)
     load_end = list(os.getloadavg())
     children_maxrss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 

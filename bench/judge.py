@@ -6,11 +6,12 @@
     .venv/bin/python bench/judge.py fastpath [--top 300]     -> bench/results/judge_fastpath.json
     .venv/bin/python bench/judge.py merge                    -> bench/results/judge_merge.json
 
-The dev set (bench/judge_devset.py) is rebuilt from /work/shared/data/locomo
-at run time. Similarities come from the bundled MiniLM encoder.
-Timings are wall-clock on a shared machine: other engineers' benchmarks ran
-at the same time, so the load average at start and end is recorded with
-every result and absolute numbers are noisy; compare rows within one run.
+The dev set (bench/judge_devset.py) is rebuilt at run time from LoCoMo in
+``$MEMREFINE_LOCOMO`` or ``../shared/data/locomo`` beside the repository.
+Similarities come from the bundled MiniLM encoder. Timings are wall-clock on
+a possibly shared machine where other processes may run at the same time, so
+the load average at start and end is recorded with every result and absolute
+numbers are noisy; compare rows within one run.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ NOTES = """## Notes and caveats
 def machine() -> dict[str, Any]:
     import llama_cpp
 
-    from memrefine_edge.report import cpu_model
+    from memrefine_edge.eval.report import cpu_model
 
     cpu = cpu_model()
     return {"platform": platform.platform(), "python": platform.python_version(), "cpu": cpu,
@@ -72,7 +73,7 @@ def act(d: Decision) -> str:
 
 
 def similarities(pairs: list[DevPair]) -> list[float]:
-    from memrefine_edge.encoder import OnnxEncoder
+    from memrefine_edge.backends.encoder import OnnxEncoder
 
     enc = OnnxEncoder()
     va, vb = enc.embed([p.a for p in pairs]), enc.embed([p.b for p in pairs])
@@ -132,7 +133,7 @@ def evaluate(name: str, judge: Judge, pairs: list[DevPair], sims: list[float]) -
 
 
 def cmd_devset(args: argparse.Namespace) -> None:
-    from memrefine_edge.encoder import OnnxEncoder
+    from memrefine_edge.backends.encoder import OnnxEncoder
 
     pairs = load_devset()
     sims = similarities(pairs)
@@ -167,7 +168,7 @@ def cmd_devset(args: argparse.Namespace) -> None:
     lines = ["# Judge dev set", "",
              f"`{result['command']}` -- {len(pairs)} labelled LoCoMo pairs "
              f"({', '.join(f'{k} {v}' for k, v in result['categories'].items())}), "
-             "text rebuilt from `/work/shared/data/locomo` at run time; default model SmolLM2-135M-Instruct Q4_1.",
+             "text rebuilt from `locomo-dev.json` at run time; default model SmolLM2-135M-Instruct Q4_1.",
              "", "| judge | ideal-action accuracy | fact-losing rate | odd ids acc / lose | even ids acc / lose |"
              " invalid | median ms |", "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -249,7 +250,7 @@ def cmd_fastpath(args: argparse.Namespace) -> None:
 
     from judge_devset import _samples
 
-    from memrefine_edge.encoder import OnnxEncoder
+    from memrefine_edge.backends.encoder import OnnxEncoder
     from memrefine_edge.facts import fast_path
 
     enc = OnnxEncoder()

@@ -2,8 +2,8 @@
 
 ``bench/judge_devset/labels.jsonl`` holds only source ids and labels (no
 LoCoMo text is committed; the data is CC BY-NC). Each side of a pair is a
-reference resolved against ``/work/shared/data/locomo/locomo-dev.json``
-(or ``locomo-dev.json`` in the folder ``$MEMREFINE_LOCOMO``):
+reference resolved against ``locomo-dev.json`` in the folder ``$MEMREFINE_LOCOMO``
+(default: ``../shared/data/locomo/locomo-dev.json`` from the repository root):
 
 ``T:<sample>:<dia_id>``                   a dialogue turn, as ``Speaker: text``
 ``O:<sample>:<session>:<speaker>:<i>``    the i-th observation of a speaker in a session
@@ -34,7 +34,8 @@ __all__ = ["DevPair", "load_devset", "resolve_ref", "LABELS", "ACTIONS"]
 
 LABELS = Path(__file__).resolve().parent / "judge_devset" / "labels.jsonl"
 ACTIONS = ("delete_a", "delete_b", "merge", "preserve")
-_DEFAULT_LOCOMO = Path("/work/shared/data/locomo/locomo-dev.json")
+#: The shared data folder sits beside the repository.
+_DEFAULT_LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 
 
 @dataclass(frozen=True)

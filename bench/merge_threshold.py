@@ -11,7 +11,7 @@ the same decisions without the model (``bench/results/judge_devset.md``) and
 is used here so the sweep takes minutes, not hours. Per threshold and
 conversation (LoCoMo dev set as turns, read at run time; no text is written),
 the store is compressed through the budgets 0.7..0.3 in one chain (paper mode,
-deterministic merges) and measured with :mod:`memrefine_edge.evaluate`:
+deterministic merges) and measured with :mod:`memrefine_edge.eval.harness`:
 realized json ratio and evidence recall@10. rulesim is the reference row.
 """
 
@@ -19,19 +19,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memrefine_edge.evaluate import EvalConfig, run_eval  # noqa: E402
+from memrefine_edge.eval.harness import EvalConfig, run_eval  # noqa: E402
 from memrefine_edge.judge import FactJudge, GuardedJudge  # noqa: E402
 from memrefine_edge.merger import GuardedMerger  # noqa: E402
 from memrefine_edge.methods import MemRefineMethod, get_method  # noqa: E402
-from memrefine_edge.report import machine_info  # noqa: E402
+from memrefine_edge.eval.report import machine_info  # noqa: E402
 
-DATA = Path("/work/shared/data/locomo/locomo-dev.json")
+#: The shared data folder sits beside the repository.
+DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 BUDGETS = (1.0, 0.7, 0.6, 0.5, 0.4, 0.3)
 
 
@@ -43,20 +47,49 @@ def _factory(name: str, _config: EvalConfig):
     return get_method(name), GuardedMerger(None)
 
 
+def _shown(arg: str) -> str:
+    """A command-line argument as the results record it: no machine path.
+
+    A full path becomes relative to the repository root (``../shared/...`` for
+    the data beside it), ``<tmp>/...`` in the temporary folder, else its file name.
+    """
+    opt, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+    if not os.path.isabs(value):
+        return arg
+    path = os.path.realpath(value)
+    bases = ((ROOT, ""), (Path(os.path.realpath(tempfile.gettempdir())), "<tmp>/"), (ROOT.parent, "../"))
+    for base, prefix in bases:
+        rel = os.path.relpath(path, base)
+        if not rel.startswith(".."):
+            value = prefix + Path(rel).as_posix()
+            break
+    else:
+        value = Path(path).name
+    return opt + eq + value
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--data", type=Path, default=DATA,
+                    help="LoCoMo dev file [default: ../shared/data/locomo/locomo-dev.json from the repository root]")
     ap.add_argument("--samples", default="", help="comma-separated sample ids [default: all]")
     ap.add_argument("--thresholds", default="0.75,0.6,0.5")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    ap.add_argument("--work", type=Path, default=Path("/tmp/memrefine-bench-merge-threshold"))
+    ap.add_argument("--work", type=Path, default=None,
+                    help="folder for the compressed stores and caches [default: a new temporary folder, removed after]")
     args = ap.parse_args(argv)
     names = [f"guard@{float(t):g}" for t in args.thresholds.split(",")]
-    cfg = EvalConfig(data=args.data, out=args.work, samples=tuple(args.samples.split(",")) if args.samples else None,
+    work = args.work or Path(tempfile.mkdtemp(prefix="memrefine-bench-merge-threshold-"))
+    shown = [_shown(a) for a in (sys.argv[1:] if argv is None else argv)]
+    cfg = EvalConfig(data=args.data, out=work, samples=tuple(args.samples.split(",")) if args.samples else None,
                      store="turns", methods=(*names, "rulesim"), budgets=BUDGETS, qa=False, chain=True,
-                     command="python bench/merge_threshold.py " + " ".join(argv or sys.argv[1:]))
-    res = run_eval(cfg, method_factory=_factory, extra_methods=names,
-                   log=lambda m: print(m, file=sys.stderr, flush=True))
+                     command=" ".join(["python bench/merge_threshold.py", *shown]))
+    try:
+        res = run_eval(cfg, method_factory=_factory, extra_methods=names,
+                       log=lambda m: print(m, file=sys.stderr, flush=True))
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
     rows: dict[str, dict[str, dict[str, float]]] = {}
     for sid, s in res["samples"].items():
         for m, runs in s["methods"].items():

@@ -43,7 +43,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "pairs.json"
 
 def machine_info() -> dict[str, object]:
     """CPU model, core count, numpy and BLAS versions."""
-    from memrefine_edge.report import cpu_model
+    from memrefine_edge.eval.report import cpu_model
 
     cpu = cpu_model()
     blas: object = "unknown"

@@ -23,9 +23,9 @@ _EXPORTS = {
     "MemoryStore": "store",
     "Entry": "entry",
     "StoreStats": "store",
-    "Encoder": "encoder",
-    "OnnxEncoder": "encoder",
-    "Decision": "judge",
+    "Encoder": "backends.encoder",
+    "OnnxEncoder": "backends.encoder",
+    "Decision": "decision",
     "Judge": "judge",
     "LlamaJudge": "judge",
     "GuardedJudge": "judge",
@@ -42,6 +42,9 @@ _EXPORTS = {
     "get_method": "methods",
     "PairQueue": "pairs",
     "MemRefineError": "errors",
+    "RunLock": "store",
+    "MemRefineMethod": "methods",
+    "register": "methods",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -4,7 +4,7 @@ Loop: while the store is above budget, take the most cosine-similar pair of
 live entries that has not been judged (:class:`~memrefine_edge.pairs.PairQueue`),
 ask the method for a decision, apply it. Each decision commits in one
 transaction with its effects and the run's cursor (see
-:mod:`memrefine_edge.journal`), so a run killed at any moment continues where
+:mod:`memrefine_edge.store.journal`), so a run killed at any moment continues where
 it stopped when the same command is given again.
 
 Budget modes:
@@ -23,7 +23,6 @@ Budget modes:
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -36,17 +35,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import (
     BudgetError,
+    ConfigurationError,
     EntryNotFoundError,
-    MemRefineError,
     MergeOutputError,
+    ResumeError,
     RunInterruptedError,
     RunLockedError,
 )
 from .methods import Method, PairContext, get_method
-from .store import METRICS, Entry, MemoryStore
+from .store import METRICS, Entry, MemoryStore, RunLock
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .encoder import Encoder
+    from .backends.encoder import Encoder
     from .merger import Merger
 
 __all__ = ["Compressor", "CompressionReport", "Progress", "RunLock", "Upkeep", "MODES", "merged_entry_id",
@@ -103,36 +103,6 @@ class CompressionReport:
         return out
 
 
-class RunLock:
-    """An exclusive, crash-safe lock on a store's compression runs.
-
-    ``flock`` on ``<db>.lock`` next to the real file (symbolic links
-    resolved, so every path to one store shares one lock): the kernel
-    releases it when the holder dies, so a crashed run never leaves the
-    store locked.
-    """
-
-    def __init__(self, db_path: Path) -> None:
-        self.path = Path(os.path.realpath(db_path) + ".lock")
-        self._fh: Any = None
-
-    def __enter__(self) -> "RunLock":
-        self._fh = open(self.path, "a+")
-        try:
-            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._fh.close()
-            raise RunLockedError(
-                f"another compression is running on {self.path.with_suffix('')} (lock {self.path}); "
-                "wait for it to finish"
-            ) from None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self._fh, fcntl.LOCK_UN)
-        self._fh.close()
-
-
 def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = None, budget_bytes: int | None = None,
                    dim: int = 384) -> int:
     """Validate a budget (a ratio of the store's size now, or bytes) and return it in bytes.
@@ -143,7 +113,7 @@ def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = No
     than the smallest single entry).
     """
     if metric not in METRICS:
-        raise BudgetError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+        raise ConfigurationError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
     if (budget is None) == (budget_bytes is None):
         raise BudgetError("give exactly one of a budget ratio or a budget in bytes")
     if budget is not None:
@@ -257,9 +227,9 @@ class Compressor:
         method_options: dict[str, Any] | None = None,
     ) -> None:
         if metric not in METRICS:
-            raise BudgetError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+            raise ConfigurationError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
         if mode not in MODES:
-            raise BudgetError(f"unknown budget mode {mode!r}; use one of {', '.join(MODES)}")
+            raise ConfigurationError(f"unknown budget mode {mode!r}; use one of {', '.join(MODES)}")
         self.store = store
         self.encoder = encoder
         self.method = method if isinstance(method, Method) else get_method(method, **(method_options or {}))
@@ -333,7 +303,7 @@ class Compressor:
                     run_id=unfinished.run_id,
                 )
             if unfinished.params.get("method") != self.method.name:
-                raise MemRefineError(
+                raise ResumeError(
                     f"run {unfinished.run_id} was started with method {unfinished.params.get('method')!r}; "
                     "resume it with that method"
                 )
@@ -342,7 +312,7 @@ class Compressor:
             run_id, target, step = unfinished.run_id, int(unfinished.params["target_bytes"]), unfinished.cursor
             before = unfinished.params["before"]
         elif resume:
-            raise MemRefineError("there is no interrupted run to resume on this store")
+            raise ResumeError("there is no interrupted run to resume on this store")
         else:
             target = self.target_bytes(budget=budget, budget_bytes=budget_bytes)
             run_id, step = None, 0
@@ -413,7 +383,7 @@ class Compressor:
             self._tick(step, target, actions, started, done_here)
 
         if self._run_size() > target and stop.startswith("no candidate pair left") and self.mode == "strict":
-            step = self._evict(run_id, step, target, actions, sources)
+            step = self._evict(run_id, step, target, actions, sources, started=started, done=done_here)
             stop = "budget met by eviction (strict mode)"
 
         report = self._report(run_id, target, before, stop, actions, sources,
@@ -467,7 +437,7 @@ class Compressor:
 
     def _merge(self, a: Entry, b: Entry, instruction: str, clock: Counter[str]) -> Entry | None:
         if self.merger is None:
-            raise MemRefineError(f"method {self.method.name!r} decided to merge but no merger was given")
+            raise ConfigurationError(f"method {self.method.name!r} decided to merge but no merger was given")
         t = time.perf_counter()
         try:
             out = self.merger.merge(a.content, b.content, instruction)
@@ -477,7 +447,8 @@ class Compressor:
             clock["merge"] += time.perf_counter() - t
         return build_merged_entry(a, b, content=out.content, keywords=tuple(out.keywords))
 
-    def _evict(self, run_id: str, step: int, target: int, actions: Counter[str], sources: Counter[str]) -> int:
+    def _evict(self, run_id: str, step: int, target: int, actions: Counter[str], sources: Counter[str], *,
+               started: float, done: int) -> int:
         """Strict mode: evict in value order (see module docstring) until the budget holds.
 
         The most valuable entry that fits the budget on its own is never
@@ -510,6 +481,8 @@ class Compressor:
             actions["evict"] += 1
             sources["evict"] += 1
             step += 1
+            done += 1
+            self._tick(step, target, actions, started, done)  # evictions report progress like decisions
         return step
 
     # --- reporting -----------------------------------------------------------

@@ -2,7 +2,42 @@
 
 Library code raises these; only the CLI turns them into messages (and exit
 codes) at its edge. Every error carries a human sentence that says what went
-wrong and, where there is one, how to fix it.
+wrong and, where there is one, how to fix it. The whole tree::
+
+    MemRefineError
+    ├── ModelError
+    │   ├── ModelNotFoundError
+    │   ├── ModelChecksumError
+    │   └── ModelLoadError
+    ├── StoreError
+    │   ├── StoreNotFoundError
+    │   ├── StoreFullError
+    │   ├── StoreExistsError
+    │   ├── SchemaError
+    │   │   └── NotAStoreError
+    │   ├── EntryNotFoundError (also KeyError)
+    │   ├── DuplicateIdError
+    │   ├── InvalidEntryError (also ValueError)
+    │   └── JournalConflictError
+    ├── ImportFormatError (also ValueError)
+    ├── ExportError
+    ├── ConfigurationError (also ValueError)
+    │   ├── UnknownMethodError
+    │   ├── OptionConflictError
+    │   ├── BudgetError
+    │   └── RuleOptionError
+    ├── RunLockedError
+    ├── RunInterruptedError
+    ├── ResumeError
+    ├── RunNotFoundError (also KeyError)
+    ├── UndoRefusedError
+    │   ├── RunAlreadyUndoneError
+    │   ├── LaterRunError
+    │   ├── HistoryPurgedError
+    │   └── UndoConflictError
+    ├── JudgeOutputError
+    ├── MergeOutputError
+    └── EvalError (also ValueError)
 """
 
 from __future__ import annotations
@@ -17,6 +52,17 @@ __all__ = [
     "StoreFullError",
     "SchemaError",
     "NotAStoreError",
+    "StoreNotFoundError",
+    "JournalConflictError",
+    "ConfigurationError",
+    "UnknownMethodError",
+    "OptionConflictError",
+    "ResumeError",
+    "UndoRefusedError",
+    "RunAlreadyUndoneError",
+    "LaterRunError",
+    "HistoryPurgedError",
+    "EvalError",
     "StoreExistsError",
     "EntryNotFoundError",
     "DuplicateIdError",
@@ -82,6 +128,14 @@ class NotAStoreError(SchemaError):
     database, an empty file, not SQLite at all). It is refused untouched."""
 
 
+class StoreNotFoundError(StoreError):
+    """No memory store at the path (a read or a compression never creates one)."""
+
+
+class JournalConflictError(StoreError):
+    """A decision arrived out of order for its run (a second writer, or a replayed step); nothing was applied."""
+
+
 class StoreExistsError(StoreError):
     """A store was to be created at a path where another process created one meanwhile."""
 
@@ -120,11 +174,23 @@ class ExportError(MemRefineError):
 # --- compression --------------------------------------------------------------
 
 
-class BudgetError(MemRefineError, ValueError):
+class ConfigurationError(MemRefineError, ValueError):
+    """Options or parts that do not fit together (an unknown metric, a merge decided with no merger ...)."""
+
+
+class UnknownMethodError(ConfigurationError):
+    """No compression method is registered under that name."""
+
+
+class OptionConflictError(ConfigurationError):
+    """Options that do not go together (``--tau`` for memrefine, say); the CLI reports it as a usage error."""
+
+
+class BudgetError(ConfigurationError):
     """A budget that is malformed or cannot be reached by any compression."""
 
 
-class RuleOptionError(MemRefineError, ValueError):
+class RuleOptionError(ConfigurationError):
     """An invalid option for a rule method (e.g. ``tau`` outside [-1, 1])."""
 
 
@@ -151,7 +217,27 @@ class RunNotFoundError(MemRefineError, KeyError):
         return str(self.args[0]) if self.args else "run not found"
 
 
-class UndoConflictError(MemRefineError):
+class ResumeError(MemRefineError):
+    """There is no interrupted run to resume, or it cannot be resumed this way (another method)."""
+
+
+class UndoRefusedError(MemRefineError):
+    """Undo cannot restore this run; nothing was changed."""
+
+
+class RunAlreadyUndoneError(UndoRefusedError):
+    """The run is undone already."""
+
+
+class LaterRunError(UndoRefusedError):
+    """A later run, not undone, may have built on this one: undo that one first."""
+
+
+class HistoryPurgedError(UndoRefusedError):
+    """The run's undo history was purged."""
+
+
+class UndoConflictError(UndoRefusedError):
     """Undo would restore an entry whose id has been taken again since the run; nothing was changed."""
 
 
@@ -176,3 +262,7 @@ class MergeOutputError(MemRefineError):
     def __init__(self, message: str, *, raw: str) -> None:
         self.raw = raw
         super().__init__(f"{message} (raw output: {raw[:200]!r})")
+
+
+class EvalError(MemRefineError, ValueError):
+    """Bad evaluation input (missing file, unknown sample or method, budget outside (0, 1])."""

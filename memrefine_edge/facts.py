@@ -41,6 +41,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .decision import Decision
+
 __all__ = [
     "Facts",
     "extract",
@@ -54,7 +56,6 @@ __all__ = [
     "surface_forms",
     "stem",
     "fact_sentences",
-    "RuleHit",
     "fast_path",
 ]
 
@@ -405,15 +406,6 @@ def fact_sentences(text: str) -> list[str]:
 # --- fast path and guard checks ------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RuleHit:
-    """A decision the fast path reached without a model."""
-
-    action: str  # "delete" (the only action a rule takes)
-    target: str  # "a" | "b"
-    reason: str
-
-
 def _contained(small: str, big: str) -> bool:
     # Whole-word containment of the normalised texts; the speaker prefix of
     # the container may precede (``"I went"`` is in ``"Caroline: I went"``).
@@ -422,7 +414,7 @@ def _contained(small: str, big: str) -> bool:
     return f" {small} " in f" {big} "
 
 
-def fast_path(a: str, b: str) -> RuleHit | None:
+def fast_path(a: str, b: str) -> Decision | None:
     """Decisions that are right by construction, or None when a judge must decide.
 
     In order: exact duplicate; normalised duplicate (case, punctuation,
@@ -431,22 +423,24 @@ def fast_path(a: str, b: str) -> RuleHit | None:
     (delete the filler -- it carries no fact by definition).
     """
     if a == b:
-        return RuleHit("delete", "b", "exact duplicate")
+        return Decision("delete", "b", reason="exact duplicate", source="rule")
     na, nb = normalise(a), normalise(b)
     if na == nb:
         # Keep the better-formatted copy: the one with more capitals and punctuation.
         richer_a = sum(not c.isalnum() and not c.isspace() for c in a) + sum(c.isupper() for c in a)
         richer_b = sum(not c.isalnum() and not c.isspace() for c in b) + sum(c.isupper() for c in b)
-        return RuleHit("delete", "a" if richer_a < richer_b else "b", "duplicate up to case, punctuation and whitespace")
+        return Decision("delete", "a" if richer_a < richer_b else "b",
+                        reason="duplicate up to case, punctuation and whitespace", source="rule")
     if _contained(na, nb):
-        return RuleHit("delete", "a", "entry A is contained in entry B")
+        return Decision("delete", "a", reason="entry A is contained in entry B", source="rule")
     if _contained(nb, na):
-        return RuleHit("delete", "b", "entry B is contained in entry A")
+        return Decision("delete", "b", reason="entry B is contained in entry A", source="rule")
     fa, fb = is_filler(a), is_filler(b)
     if fa and fb:
-        return RuleHit("delete", "a" if len(a) <= len(b) else "b", "both entries are greetings, thanks or small talk")
+        return Decision("delete", "a" if len(a) <= len(b) else "b",
+                        reason="both entries are greetings, thanks or small talk", source="rule")
     if fa:
-        return RuleHit("delete", "a", "entry A is only greetings, thanks or small talk")
+        return Decision("delete", "a", reason="entry A is only greetings, thanks or small talk", source="rule")
     if fb:
-        return RuleHit("delete", "b", "entry B is only greetings, thanks or small talk")
+        return Decision("delete", "b", reason="entry B is only greetings, thanks or small talk", source="rule")
     return None

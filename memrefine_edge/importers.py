@@ -62,7 +62,7 @@ from .errors import DuplicateIdError, ExportError, ImportFormatError, InvalidEnt
 from .store import Entry, MemoryStore, validate_entry
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .encoder import Encoder
+    from .backends.encoder import Encoder
 
 __all__ = [
     "FORMATS",

@@ -63,6 +63,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .decision import Action, Decision, Source, Target
 from .errors import JudgeOutputError
 from .facts import describe, fast_path, missing_facts
 
@@ -90,34 +91,6 @@ __all__ = [
 #: Each entry is cut to this many characters before it reaches a prompt (paper, App. A.1).
 MAX_ENTRY_CHARS = 2000
 
-Action = Literal["delete", "merge", "preserve"]
-Target = Literal["a", "b"]
-Source = Literal["rule", "llm", "guard", "fallback"]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What to do with one pair. ``target`` is set exactly when ``action == "delete"``."""
-
-    action: Action
-    target: Target | None
-    merge_instruction: str = ""
-    reason: str = ""
-    source: Source = "llm"
-
-    def __post_init__(self) -> None:
-        if self.action not in ("delete", "merge", "preserve"):
-            raise ValueError(f"unknown action {self.action!r}")
-        if self.action == "delete" and self.target not in ("a", "b"):
-            raise ValueError("a delete needs target 'a' or 'b'")
-        if self.action != "delete" and self.target is not None:
-            raise ValueError("target is only set for a delete")
-        if self.source not in ("rule", "llm", "guard", "fallback"):
-            raise ValueError(f"unknown source {self.source!r}")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "target": self.target, "merge_instruction": self.merge_instruction,
-                "reason": self.reason, "source": self.source}
 
 
 class Judge(abc.ABC):
@@ -293,7 +266,7 @@ class LlamaJudge(Judge):
     ) -> None:
         if mode not in ("logits", "generate"):
             raise ValueError("mode must be 'logits' or 'generate'")
-        from .llm import check_model_path
+        from .backends.llama import check_model_path
 
         check_model_path(model_path)  # before a run commits decisions, not at the first call
         self.model_path = model_path
@@ -318,7 +291,7 @@ class LlamaJudge(Judge):
     @property
     def llm(self) -> Any:
         """The shared ``llama_cpp.Llama`` (loaded on first use)."""
-        from .llm import load_llama
+        from .backends.llama import load_llama
 
         return load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
 
@@ -328,7 +301,7 @@ class LlamaJudge(Judge):
 
     def prompt(self, a: str, b: str, similarity: float) -> str:
         """The full prompt text for one pair (chat template of the GGUF)."""
-        from .llm import chat_prompt
+        from .backends.llama import chat_prompt
 
         return chat_prompt(self.llm, build_messages(a, b, similarity, few_shot=self.few_shot))
 
@@ -342,7 +315,7 @@ class LlamaJudge(Judge):
     # logits -----------------------------------------------------------------
 
     def _first_token(self, prefix_ids: list[int], continuation: str, prefix: str) -> int:
-        from .llm import tokenize
+        from .backends.llama import tokenize
 
         ids = tokenize(self.llm, prefix + continuation)
         if ids[: len(prefix_ids)] != prefix_ids or len(ids) == len(prefix_ids):
@@ -351,7 +324,7 @@ class LlamaJudge(Judge):
         return ids[len(prefix_ids)]
 
     def _decide_logits(self, prompt: str, a: str, b: str) -> Decision:
-        from .llm import eval_logits, logprobs, tokenize
+        from .backends.llama import eval_logits, logprobs, tokenize
 
         head = prompt + '{"action": "'
         head_ids = tokenize(self.llm, head)
@@ -380,7 +353,7 @@ class LlamaJudge(Judge):
     # generate ---------------------------------------------------------------
 
     def _decide_generate(self, prompt: str) -> Decision:
-        from .llm import tokenize
+        from .backends.llama import tokenize
 
         llm = self.llm
         if not self.reuse_prefix:
@@ -505,7 +478,7 @@ class GuardedJudge(Judge):
             hit = fast_path(a, b)
             if hit is not None:
                 self.stats["rule_hits"] += 1
-                return Decision(hit.action, hit.target, reason=hit.reason, source="rule")  # type: ignore[arg-type]
+                return hit
         if self.inner is None:
             return Decision("preserve", None, reason="no rule applies and no judge model is configured",
                             source="rule")

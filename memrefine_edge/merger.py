@@ -144,7 +144,7 @@ def concat_merge(a: str, b: str) -> MergedEntry:
 
 
 class LlamaMerger(Merger):
-    """A merger backed by a local GGUF model (shared loader of :mod:`memrefine_edge.llm`)."""
+    """A merger backed by a local GGUF model (shared loader of :mod:`memrefine_edge.backends.llama`)."""
 
     def __init__(
         self,
@@ -156,7 +156,7 @@ class LlamaMerger(Merger):
         max_tokens: int = 256,
         seed: int = 1234,
     ) -> None:
-        from .llm import check_model_path
+        from .backends.llama import check_model_path
 
         check_model_path(model_path)  # before a run commits decisions, not at the first call
         self.model_path = model_path
@@ -170,7 +170,7 @@ class LlamaMerger(Merger):
     @property
     def llm(self) -> Any:
         """The shared ``llama_cpp.Llama`` (loaded on first use)."""
-        from .llm import load_llama
+        from .backends.llama import load_llama
 
         return load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
 
@@ -180,7 +180,7 @@ class LlamaMerger(Merger):
 
     def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
         """Ask the model for the merged entry; raises :class:`MergeOutputError` on unusable output."""
-        from .llm import chat_prompt, tokenize
+        from .backends.llama import chat_prompt, tokenize
 
         llm = self.llm
         # Only the prompt is shortened (quote_entry cuts each entry); GuardedMerger

@@ -56,7 +56,7 @@ __all__ = ["PairQueue", "pair_scores", "similarity_matrix"]
 
 _U32 = 2.0**-24  # float32 unit roundoff
 _NEG_INF = np.float32(-np.inf)
-_CHUNK_ELEMS = 1 << 16  # float64 elements per temporary in the exact scorer: stays in L2
+CHUNK_ELEMS = 1 << 16  # float64 elements per temporary in the exact scorer: stays in L2
 
 
 def _tree_sum(p: np.ndarray) -> np.ndarray:
@@ -75,7 +75,7 @@ def _tree_sum(p: np.ndarray) -> np.ndarray:
     return p[..., 0]
 
 
-def pair_scores(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def pair_scores(a: np.ndarray, b: np.ndarray, *, chunk_elems: int = CHUNK_ELEMS) -> np.ndarray:
     """Exact-product, fixed-order dot products of row-aligned pairs.
 
     ``a`` and ``b`` are ``(m, d)``; row ``i`` of the result is the score of
@@ -88,14 +88,14 @@ def pair_scores(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         raise ValueError(f"pair_scores needs two (m, d) arrays of one shape, got {a32.shape} and {b32.shape}")
     m, d = a32.shape
     out = np.empty(m, dtype=np.float64)
-    step = max(1, _CHUNK_ELEMS // max(d, 1))
+    step = max(1, chunk_elems // max(d, 1))
     for s in range(0, m, step):
         out[s : s + step] = _tree_sum(np.multiply(a32[s : s + step], b32[s : s + step], dtype=np.float64))
     return out
 
 
-def similarity_matrix(x: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
-    """All-pairs scores ``(len(x), len(y))``, bit-identical to :func:`pair_scores`.
+def similarity_matrix(x: np.ndarray, y: np.ndarray | None = None, *, chunk_elems: int = CHUNK_ELEMS) -> np.ndarray:
+    """All-pairs scores ``(len(x), len(y))``, bit-identical to :func:`pair_scores` (for any ``chunk_elems``).
 
     Meant for references and tests (it is O(n·m·d) memory-bounded but slow);
     the queue itself never builds the full matrix.
@@ -108,7 +108,7 @@ def similarity_matrix(x: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
     m = y32.shape[0]
     out = np.empty((n, m), dtype=np.float64)
     y64 = y32.astype(np.float64)
-    step = max(1, _CHUNK_ELEMS // max(m * d, 1))
+    step = max(1, chunk_elems // max(m * d, 1))
     for s in range(0, n, step):
         out[s : s + step] = _tree_sum(x32[s : s + step].astype(np.float64)[:, None, :] * y64[None, :, :])
     return out
@@ -141,7 +141,9 @@ class PairQueue:
     pairs already judged (e.g. preserved pairs on resume); pairs naming an id
     not in ``ids`` are ignored, so a store's whole preserve cache can be passed.
     ``k`` is the neighbour-list length, ``block_rows`` the scan block height
-    (peak scan memory is about ``block_rows · n · 4`` bytes plus small change).
+    (peak scan memory is about ``block_rows · n · 4`` bytes plus small change),
+    ``compact_min`` the number of removed rows tolerated before the vector
+    matrix is compacted (the order of pairs never depends on it).
 
     The pop sequence is a pure function of (live ids in order, their vectors,
     judged pairs among them): a queue rebuilt from those continues identically.
@@ -159,8 +161,6 @@ class PairQueue:
     thread-safe.
     """
 
-    _COMPACT_MIN = 256  # dead matrix rows tolerated before compacting (tests lower it)
-
     def __init__(
         self,
         ids: Sequence[Hashable],
@@ -169,6 +169,7 @@ class PairQueue:
         k: int = 16,
         excluded: Iterable[tuple[Hashable, Hashable]] = (),
         block_rows: int = 1024,
+        compact_min: int = 256,
     ) -> None:
         if int(k) < 1:
             raise ValueError(f"k must be >= 1, got {k}")
@@ -180,6 +181,7 @@ class PairQueue:
         self._k = int(k)
         self._d = d
         self._block = int(block_rows)
+        self._compact_min = int(compact_min)  # dead matrix rows tolerated before compacting
         self._ids: list[Hashable] = []  # position -> id, dead ones kept (positions are never reused)
         self._pos: dict[Hashable, int] = {}
         for i in ids:
@@ -290,7 +292,7 @@ class PairQueue:
         self._dead_rows += 1
         # Scans cost O(rows); compacting once dead rows outnumber live ones keeps
         # that O(live) at an amortised O(d) per removal.
-        if self._dead_rows > max(self._nrows // 2, self._COMPACT_MIN):
+        if self._dead_rows > max(self._nrows // 2, self._compact_min):
             self._compact()
         # Its heap entry is skipped lazily when it surfaces.
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .methods import Method
 
 import numpy as np
 
-from .encoder import Encoder
+from .backends.encoder import Encoder
 
 __all__ = ["HashEncoder"]
 
@@ -52,7 +55,8 @@ class HashEncoder(Encoder):
 # --- judge and merger fakes -------------------------------------------------------
 
 from .errors import JudgeOutputError  # noqa: E402
-from .judge import Decision, Judge  # noqa: E402
+from .decision import Decision  # noqa: E402
+from .judge import Judge  # noqa: E402
 from .merger import MergedEntry, Merger  # noqa: E402
 
 
@@ -120,3 +124,43 @@ class FakeMerger(Merger):
 
 
 __all__ += ["ScriptedJudge", "InvalidOutputJudge", "AlwaysJudge", "FakeMerger"]
+
+
+# --- the whole pipeline, without models ---------------------------------------------------
+
+from .pipeline import Backends, PipelineConfig  # noqa: E402
+
+
+class FakeBackends(Backends):
+    """:class:`~memrefine_edge.pipeline.Backends` that load no model.
+
+    By default: :class:`HashEncoder`, the model-free judge (fast path and
+    fact judge behind the guard) and the deterministic merge. Pass any of
+    ``encoder``, ``method``, ``merger`` to use that object instead (it is
+    returned as is, for every command). Hand it to
+    ``memrefine_edge.pipeline.build(..., backends=...)``, to the command line
+    as ``main(argv, backends=...)``, or to click's runner as ``obj=``.
+    """
+
+    def __init__(self, *, encoder: Encoder | None = None, method: "Method | None" = None,
+                 merger: Merger | None = None) -> None:
+        self._encoder, self._method, self._merger = encoder, method, merger
+
+    def encoder(self, config: PipelineConfig) -> Encoder:
+        return self._encoder if self._encoder is not None else HashEncoder()
+
+    def judge(self, config: PipelineConfig) -> Judge:
+        from .judge import default_judge
+
+        return default_judge("none", merge_min_similarity=config.merge_min_similarity)
+
+    def method(self, config: PipelineConfig) -> "Method":
+        return self._method if self._method is not None else super().method(config)
+
+    def merger(self, config: PipelineConfig) -> Merger:
+        from .merger import GuardedMerger
+
+        return self._merger if self._merger is not None else GuardedMerger(None)
+
+
+__all__ += ["FakeBackends"]

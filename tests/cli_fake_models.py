@@ -3,7 +3,7 @@
     python tests/cli_fake_models.py compress --db DB --budget 0.45 ...
 
 Same command line, same error handling and exit codes as the real console
-script; only ``compress_cmds._build`` returns :class:`HashEncoder`,
+script; the models are :class:`FakeBackends` with :class:`HashEncoder`,
 :class:`CampaignMethod` (policy ``mixed``) and :class:`ConcatMerger`.
 """
 
@@ -15,20 +15,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memrefine_edge.cli import compress_cmds, main  # noqa: E402
-from memrefine_edge.testing import HashEncoder  # noqa: E402
+from memrefine_edge.cli import main  # noqa: E402
+from memrefine_edge.testing import FakeBackends, HashEncoder  # noqa: E402
 
 from crash_fakes import CampaignMethod  # noqa: E402
 from fakes import ConcatMerger  # noqa: E402
 
 
-def _build(method, **_options):
+if __name__ == "__main__":
     # MEMREFINE_TEST_SLEEP_MS slows every decision down (to interrupt a run mid-way).
     sleep_ms = float(os.environ.get("MEMREFINE_TEST_SLEEP_MS", "0"))
-    return HashEncoder(), CampaignMethod(sleep_ms=sleep_ms), ConcatMerger()
-
-
-compress_cmds._build = _build
-
-if __name__ == "__main__":
-    main()
+    main(backends=FakeBackends(encoder=HashEncoder(), method=CampaignMethod(sleep_ms=sleep_ms),
+                               merger=ConcatMerger()))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from memrefine_edge.compressor import Compressor, CompressionReport
-from memrefine_edge.judge import Decision
+from memrefine_edge.decision import Decision
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
@@ -128,11 +128,12 @@ def compressor_for(store: MemoryStore, *, mode: str, policy: str, min_similarity
                       min_similarity=min_similarity, k=4, progress=progress)
 
 
-def compress_in_process(path: Path, cfg: Config) -> CompressionReport:
+def compress_in_process(path: Path, cfg: Config, *, progress=None) -> CompressionReport:
     """The same command as the worker runs, in this process (continues an interrupted run)."""
     with MemoryStore(path, create=False) as store:
-        return compressor_for(store, mode=cfg.mode, policy=cfg.policy,
-                              min_similarity=cfg.min_similarity).run(budget=cfg.budget)
+        comp = compressor_for(store, mode=cfg.mode, policy=cfg.policy, min_similarity=cfg.min_similarity)
+        comp.progress = progress
+        return comp.run(budget=cfg.budget)
 
 
 # --- what a store holds ---------------------------------------------------------

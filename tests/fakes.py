@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Callable
 
-from memrefine_edge.judge import Decision
+from memrefine_edge.decision import Decision
 from memrefine_edge.merger import MergedEntry, Merger
 from memrefine_edge.methods import Method, PairContext
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memrefine_edge.baselines import (
+from memrefine_edge.methods.rules import (
     MERGE_INSTRUCTION,
     RuleOptionError,
     RulePR,
@@ -21,7 +21,7 @@ from memrefine_edge.baselines import (
     pagerank,
 )
 from memrefine_edge.compressor import Compressor
-from memrefine_edge.judge import Decision
+from memrefine_edge.decision import Decision
 from memrefine_edge.methods import PairContext, get_method, method_names
 from memrefine_edge.pairs import similarity_matrix
 from memrefine_edge.store import Entry, MemoryStore

@@ -8,28 +8,22 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memrefine_edge.cli import cli, compress_cmds
+from memrefine_edge.cli import cli
 from memrefine_edge.importers import export_jsonl
 from memrefine_edge.store import MemoryStore
-from memrefine_edge.testing import HashEncoder
+from memrefine_edge.testing import FakeBackends, HashEncoder
 
 from fakes import ConcatMerger, ScriptedMethod
 from test_compressor import make_store
 
 
-_REAL_BUILD = compress_cmds._build  # captured before the fixture below replaces it
-
-
-@pytest.fixture(autouse=True)
-def fake_models(monkeypatch):
-    def build(method, **_kw):
-        return HashEncoder(), ScriptedMethod(), ConcatMerger()
-
-    monkeypatch.setattr(compress_cmds, "_build", build)
+def fake() -> FakeBackends:
+    """The models of these tests: hash encoder, scripted decisions, concatenating merger."""
+    return FakeBackends(encoder=HashEncoder(), method=ScriptedMethod(), merger=ConcatMerger())
 
 
 def run(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False, obj=fake())
 
 
 def dump(db: Path, tmp_path: Path, name: str) -> str:
@@ -97,13 +91,13 @@ def test_bad_budgets_are_clear_errors_and_change_nothing(tmp_path, args, message
     db = tmp_path / "s.db"
     make_store(db).close()
     raw = db.read_bytes()
-    result = CliRunner().invoke(cli, ["compress", "--db", str(db), *args])
+    result = CliRunner().invoke(cli, ["compress", "--db", str(db), *args], obj=fake())
     assert result.exit_code != 0 and message in result.output
     assert db.read_bytes() == raw
 
 
 def test_missing_store_is_a_clear_error(tmp_path):
-    result = CliRunner().invoke(cli, ["compress", "--db", str(tmp_path / "nope.db"), "--budget", "0.5"])
+    result = CliRunner().invoke(cli, ["compress", "--db", str(tmp_path / "nope.db"), "--budget", "0.5"], obj=fake())
     assert result.exit_code == 1 and "no memory store" in result.stderr
     assert not (tmp_path / "nope.db").exists()
 
@@ -115,47 +109,39 @@ def test_demo_compresses_the_bundled_sample(tmp_path):
     assert report["before"]["entries"] > 50 and report["budget_met"]
 
 
-def test_build_wires_the_judge_options_and_refuses_them_for_rule_methods():
-    from memrefine_edge.errors import MemRefineError
-
-    common = dict(merge_model=None, encoder_model=None, threads=1)
-    _enc, method, _merger = _REAL_BUILD("memrefine", judge_model="none", merge_min_similarity=0.75, **common)
-    assert method.describe()["judge"]["inner"] == {"type": "FactJudge", "min_word_cover": 0.75,
-                                                   "merge_min_similarity": 0.75}
-    _enc, method, _merger = _REAL_BUILD("memrefine", judge_model="none", merge_min_similarity=0.0, **common)
-    assert method.describe()["judge"]["merge_min_similarity"] == 0.0  # 0.0 is a value, not "unset"
-    with pytest.raises(MemRefineError, match="--merge-min-similarity"):
-        _REAL_BUILD("rulesim", judge_model=None, merge_min_similarity=0.6, **common)
-
-
 def test_merge_min_similarity_out_of_range_is_a_usage_error(tmp_path):
     db = tmp_path / "s.db"
     make_store(db).close()
     raw = db.read_bytes()
-    result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--merge-min-similarity", "2"])
+    result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--merge-min-similarity", "2"],
+                                obj=fake())
     assert result.exit_code == 2 and "merge-min-similarity" in result.output
     assert db.read_bytes() == raw
 
 
-def test_a_busy_store_is_reported_before_the_models_load(tmp_path, monkeypatch):
+def test_a_busy_store_is_reported_before_the_models_load(tmp_path):
     from memrefine_edge.compressor import RunLock
 
     db = tmp_path / "s.db"
     make_store(db).close()
     built = []
-    monkeypatch.setattr(compress_cmds, "_build", lambda *a, **k: built.append(1))
+
+    class Recording(FakeBackends):
+        def encoder(self, config):
+            built.append(1)
+            return super().encoder(config)
+
     with RunLock(db):  # another run holds the store
-        result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5"])
+        result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5"], obj=Recording())
     assert result.exit_code == 1 and "another compression is running" in result.output
     assert built == []
 
 
 @pytest.mark.models
 @pytest.mark.parametrize("option", ["--judge-model", "--merge-model"])
-def test_a_missing_model_file_fails_before_any_decision(tmp_path, monkeypatch, option):
+def test_a_missing_model_file_fails_before_any_decision(tmp_path, option):
     # Before: the fast path committed decisions, then the first LLM call failed and left a run
     # that the corrected command could not continue.
-    monkeypatch.setattr(compress_cmds, "_build", _REAL_BUILD)
     db = tmp_path / "s.db"
     make_store(db).close()
     raw = db.read_bytes()
@@ -169,10 +155,9 @@ def test_a_missing_model_file_fails_before_any_decision(tmp_path, monkeypatch, o
 
 @pytest.mark.models
 @pytest.mark.parametrize("option", ["--judge-model", "--merge-model"])
-def test_a_broken_model_file_leaves_no_run(tmp_path, monkeypatch, option):
+def test_a_broken_model_file_leaves_no_run(tmp_path, option):
     # A file with a GGUF header that llama.cpp cannot load: it must fail before the run is recorded.
     pytest.importorskip("llama_cpp")
-    monkeypatch.setattr(compress_cmds, "_build", _REAL_BUILD)
     db = tmp_path / "s.db"
     make_store(db).close()
     broken = tmp_path / "mine.gguf"
@@ -240,7 +225,7 @@ def test_a_store_reached_through_a_symlink_shares_the_run_lock(tmp_path):
     link = tmp_path / "link.db"
     link.symlink_to(db)
     with RunLock(db):
-        result = CliRunner().invoke(cli, ["compress", "--db", str(link), "--budget", "0.5"])
+        result = CliRunner().invoke(cli, ["compress", "--db", str(link), "--budget", "0.5"], obj=fake())
     assert result.exit_code == 1 and "another compression is running" in result.output
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from memrefine_edge.compressor import Compressor, RunLock, build_merged_entry, merged_entry_id
 from memrefine_edge.errors import BudgetError, MemRefineError, RunLockedError
-from memrefine_edge.judge import Decision
+from memrefine_edge.decision import Decision
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
@@ -494,7 +494,7 @@ def _fate(entry_id: str, removed_by: dict, live: set[str]):
 def test_every_fact_sentence_survives_or_is_an_audited_delete_on_every_dev_conversation(locomo_dir, tmp_path):
     import json as _json
 
-    from memrefine_edge.encoder import OnnxEncoder
+    from memrefine_edge.backends.encoder import OnnxEncoder
     from memrefine_edge.facts import fact_sentences, missing_facts
     from memrefine_edge.importers import import_file
     from memrefine_edge.judge import default_judge

@@ -153,29 +153,25 @@ def test_the_commands_exercise_every_kind_of_decision(refs, tmp_path):
 
 
 @pytest.mark.parametrize("interrupt_at", [2, 6])
-def test_an_interrupted_eviction_resumes_in_the_order_it_started_with(refs, tmp_path, monkeypatch, interrupt_at):
+def test_an_interrupted_eviction_resumes_in_the_order_it_started_with(refs, tmp_path, interrupt_at):
     """Fast, in-process regression: strict-mode evictions stopped (Ctrl-C) after a few, then resumed.
 
     Evicting prunes links, which lowers the link count of the entries left;
     the resumed run must still evict in the value order the run started with.
     """
-    from memrefine_edge.journal import RunJournal
-
     ref = refs["strict"]
     path = tmp_path / "evict.db"
     copy_db(ref.original_path, path)
-    real, calls = RunJournal.apply_evict, []
+    evictions: list[int] = []
 
-    def interrupted(self, *args, **kwargs):
-        calls.append(args)
-        if len(calls) > interrupt_at:
-            raise KeyboardInterrupt
-        return real(self, *args, **kwargs)
+    def interrupt(p) -> None:  # Ctrl-C after the given number of committed evictions
+        if p.counts.get("evict", 0) > len(evictions):
+            evictions.append(p.step)
+            if len(evictions) >= interrupt_at:
+                raise KeyboardInterrupt
 
-    monkeypatch.setattr(RunJournal, "apply_evict", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        compress_in_process(path, ref.cfg)
-    monkeypatch.undo()
+        compress_in_process(path, ref.cfg, progress=interrupt)
     summary = check_invariants(path, ref.original, ref.decisions)
     assert summary["decisions"] == ref.steps["evict"][0] + interrupt_at and summary["unfinished"]
     compress_in_process(path, ref.cfg)

@@ -18,9 +18,9 @@ from typing import Sequence
 import numpy as np
 import pytest
 
-from memrefine_edge.encoder import Encoder, OnnxEncoder, load_tokenizer
+from memrefine_edge.backends.encoder import Encoder, OnnxEncoder, load_tokenizer
 from memrefine_edge.errors import InvalidEntryError, ModelLoadError, ModelNotFoundError
-from memrefine_edge.models import default_encoder_path, model_path, models_dir, sha256_file
+from memrefine_edge.backends.model_files import default_encoder_path, model_path, models_dir, sha256_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "encoder"
 BUILT_INT8 = "all-MiniLM-L6-v2-int8-dynamic-pc.onnx"  # scripts/build_encoder.py output, if built
@@ -84,7 +84,7 @@ def test_parallel_workers_give_the_same_rows_in_input_order() -> None:
 
 
 def test_import_does_not_load_onnxruntime() -> None:
-    code = "import sys, memrefine_edge.encoder; print('onnxruntime' in sys.modules, 'tokenizers' in sys.modules)"
+    code = "import sys, memrefine_edge.backends.encoder; print('onnxruntime' in sys.modules, 'tokenizers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
@@ -139,7 +139,7 @@ def test_shape_dtype_unit_norm(encoder: OnnxEncoder) -> None:
 
 @pytest.mark.models
 def test_model_id_names_the_file_and_its_hash(encoder: OnnxEncoder, packaged: OnnxEncoder) -> None:
-    from memrefine_edge.models import manifest
+    from memrefine_edge.backends.model_files import manifest
 
     assert encoder.model_file == default_encoder_path()
     assert encoder.model_id == f"{encoder.model_file.stem}@{sha256_file(encoder.model_file)[:12]}"
@@ -274,7 +274,14 @@ def test_numpy_reference_bert_matches_the_exported_graph(packaged: OnnxEncoder) 
     onnx = pytest.importorskip("onnx")
     from onnx import numpy_helper
 
-    from memrefine_edge._bert_numpy import bert_forward
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bert_numpy.py"  # the build tool, not the package
+    spec = importlib.util.spec_from_file_location("bert_numpy", script)
+    bert_numpy = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bert_numpy", bert_numpy)  # its dataclasses look their module up
+    spec.loader.exec_module(bert_numpy)
+    bert_forward = bert_numpy.bert_forward
 
     model = onnx.load(str(packaged.model_file))
     arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}

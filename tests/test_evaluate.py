@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memrefine_edge.errors import MemRefineError
-from memrefine_edge.evaluate import (
+from memrefine_edge.eval.harness import (
     Answerer,
     EvalConfig,
     Question,
@@ -20,7 +20,7 @@ from memrefine_edge.evaluate import (
     stratified_sample,
     top_k,
 )
-from memrefine_edge.judge import Decision
+from memrefine_edge.decision import Decision
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
@@ -254,7 +254,7 @@ def test_top_k_ties_break_by_insertion_order():
 
 def test_a_missing_answer_model_file_is_reported_at_construction(tmp_path):
     from memrefine_edge.errors import ModelNotFoundError
-    from memrefine_edge.evaluate import LlamaAnswerer
+    from memrefine_edge.eval.harness import LlamaAnswerer
 
     with pytest.raises(ModelNotFoundError, match="nope.gguf"):
         LlamaAnswerer(model_path=tmp_path / "nope.gguf")

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.control import currently_in_test_context, event
 from hypothesis import strategies as st
 
-import memrefine_edge.cli.store_cmds as store_cmds
+import memrefine_edge.cli.store_cmds  # noqa: F401  (registers the store commands on `cli`)
 from memrefine_edge.cli import cli
 from memrefine_edge.compressor import Compressor
 from memrefine_edge.entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, MAX_METADATA_DEPTH
@@ -853,7 +853,7 @@ def test_chat_template_cannot_be_steered_by_an_entry():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    from memrefine_edge.llm import _CHATML
+    from memrefine_edge.backends.llama import _CHATML
 
     fmt = Jinja2ChatFormatter(template=_CHATML, eos_token="<|im_end|>", bos_token="")
     a, b = " ".join(INJECTIONS), "Ben plays the cello."
@@ -867,7 +867,7 @@ def test_real_tokenizer_sees_no_injected_control_tokens():
     """With the bundled GGUF's own template and tokenizer, an injected entry adds no special token."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from memrefine_edge.errors import ModelError
-    from memrefine_edge.llm import chat_prompt, load_llama, tokenize
+    from memrefine_edge.backends.llama import chat_prompt, load_llama, tokenize
 
     try:
         llm = load_llama()
@@ -973,7 +973,7 @@ def _run_isolated(code: str) -> dict:
 
 def _manifest_file(name: str) -> Path | None:
     from memrefine_edge.errors import ModelError
-    from memrefine_edge.models import model_path
+    from memrefine_edge.backends.model_files import model_path
 
     try:
         return model_path(name)
@@ -1012,7 +1012,7 @@ def test_corrupted_encoder_and_tokenizer_files_raise_model_load_error(tmp_path):
     results = _run_isolated(f"""
         import json
         from pathlib import Path
-        from memrefine_edge.encoder import OnnxEncoder, load_tokenizer
+        from memrefine_edge.backends.encoder import OnnxEncoder, load_tokenizer
         from memrefine_edge.errors import ModelError
         out = {{}}
         for path in sorted(Path({str(files)!r}).iterdir()):
@@ -1061,7 +1061,7 @@ def test_corrupted_gguf_raises_model_load_error_in_a_subprocess(tmp_path):
         from pathlib import Path
         from memrefine_edge.errors import ModelError
         from memrefine_edge.judge import LlamaJudge
-        from memrefine_edge.llm import load_llama
+        from memrefine_edge.backends.llama import load_llama
         out = {{}}
         for path in sorted(Path({str(tmp_path)!r}).glob("*.gguf")):
             for how, call in (("load", lambda: load_llama(path)),
@@ -1085,9 +1085,9 @@ def test_corrupted_gguf_raises_model_load_error_in_a_subprocess(tmp_path):
 @pytest.mark.models
 def test_corrupted_manifest_files_fail_their_checksum(tmp_path, monkeypatch):
     """A same-size corrupted copy under the manifest's name: the loaders and `models check` refuse it."""
-    from memrefine_edge.encoder import OnnxEncoder
+    from memrefine_edge.backends.encoder import OnnxEncoder
     from memrefine_edge.errors import ModelChecksumError
-    from memrefine_edge.llm import load_llama
+    from memrefine_edge.backends.llama import load_llama
 
     encoder, tokenizer = _manifest_file("encoder"), _manifest_file("tokenizer")
     if encoder is None or tokenizer is None:
@@ -1117,7 +1117,7 @@ def test_models_check_cli_reports_a_same_size_corrupted_file(tmp_path, monkeypat
     (tests/test_models.py covers the truncated, size-mismatch case)."""
     import hashlib
 
-    from memrefine_edge import models
+    from memrefine_edge.backends import model_files as models
 
     payload = b"tokenizer bytes " * 1000
     root, dest = tmp_path / "repo_models", tmp_path / "models"
@@ -1126,7 +1126,7 @@ def test_models_check_cli_reports_a_same_size_corrupted_file(tmp_path, monkeypat
     spec = {"file": "tok.json", "package": "fake-pkg==1.0", "member": "fake_pkg/tok.json",
             "sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload), "description": "a test file"}
     (root / "manifest.json").write_text(json.dumps({"format": 1, "files": {"tokenizer": spec}}))
-    monkeypatch.setattr(models, "_REPO_MODELS", root)
+    monkeypatch.setenv("MEMREFINE_MANIFEST", str(root / "manifest.json"))
     monkeypatch.setenv("MEMREFINE_MODELS", str(dest))
     (dest / "tok.json").write_bytes(payload)
     assert models.model_path("tokenizer")  # verified once: the stamp is written
@@ -1261,9 +1261,8 @@ def test_max_file_bytes_option(tmp_path):
 def test_cli_shows_a_clear_message_when_the_store_is_full(tmp_path, monkeypatch):
     store, size = _capped_store(tmp_path)
     store.close()
-    # The CLI has no size-cap option: open its store the way a capped deployment would.
-    monkeypatch.setattr(store_cmds, "open_store",
-                        lambda db_path, *, create=False: MemoryStore(db_path, create=create, max_file_bytes=size))
+    # A capped deployment: every command opens its store with this cap.
+    monkeypatch.setenv("MEMREFINE_MAX_FILE_BYTES", str(size))
     with MemoryStore(tmp_path / "full.db") as check:
         before = snapshot(check)
     doc = tmp_path / "more.jsonl"

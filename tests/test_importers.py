@@ -456,13 +456,13 @@ def test_cli_errors(tmp_path, run):
     assert not fresh.exists()  # a failed import into a new file leaves no empty store behind
 
 
-def test_cli_search_with_fake_encoder(tmp_path, run, monkeypatch):
-    import memrefine_edge.encoder as encoder_module
+def test_cli_search_with_fake_encoder(tmp_path, run):
+    from memrefine_edge.testing import FakeBackends
 
-    monkeypatch.setattr(encoder_module, "OnnxEncoder", lambda threads=None: HashEncoder(), raising=False)
     db = tmp_path / "m.db"
     run("import", "--format", "jsonl", sample_path(), "--db", db)
-    res = run("search", "half marathon finish time", "-k", "3", "--db", db, "--json")
+    res = CliRunner().invoke(cli, ["search", "half marathon finish time", "-k", "3", "--db", str(db), "--json"],
+                             catch_exceptions=False, obj=FakeBackends())
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert len(data["results"]) == 3 and data["model"] == "hash-bow"

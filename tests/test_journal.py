@@ -6,7 +6,7 @@ import pytest
 
 from memrefine_edge.compressor import Compressor
 from memrefine_edge.errors import MemRefineError
-from memrefine_edge.judge import Decision
+from memrefine_edge.decision import Decision
 from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
 

@@ -27,7 +27,7 @@ def _real_judge_or_skip(**kw):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from memrefine_edge.errors import ModelError
     from memrefine_edge.judge import LlamaJudge
-    from memrefine_edge.models import model_path
+    from memrefine_edge.backends.model_files import model_path
 
     try:
         model_path("llm")

@@ -85,7 +85,7 @@ def test_real_model_merge_is_guarded():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from memrefine_edge.errors import ModelError
     from memrefine_edge.merger import LlamaMerger
-    from memrefine_edge.models import model_path
+    from memrefine_edge.backends.model_files import model_path
 
     try:
         model_path("llm")

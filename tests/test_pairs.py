@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memrefine_edge import pairs as pairs_mod
 from memrefine_edge.pairs import PairQueue, pair_scores, similarity_matrix
 
 Pair = tuple[str, str, float]
@@ -141,16 +140,16 @@ def run_case(kind: str, n: int, d: int, k: int, seed: int, **queue_kw) -> list[P
 # ------------------------------------------------------------ exact scoring
 
 
-def test_scores_are_bit_identical_across_routes_and_blocks(monkeypatch):
+def test_scores_are_bit_identical_across_routes_and_blocks():
     x = make_data("gauss", 37, 384, 1)
     full = similarity_matrix(x)
     i, j = np.triu_indices(37, 1)
     assert np.array_equal(pair_scores(x[i], x[j]), full[i, j])
     assert np.array_equal(pair_scores(x[j], x[i]), full[i, j])  # symmetric
     assert np.array_equal(full, full.T)
-    monkeypatch.setattr(pairs_mod, "_CHUNK_ELEMS", 1000)  # other chunking, same bits
-    assert np.array_equal(similarity_matrix(x), full)
-    assert np.array_equal(pair_scores(x[i], x[j]), full[i, j])
+    # other chunking, same bits
+    assert np.array_equal(similarity_matrix(x, chunk_elems=1000), full)
+    assert np.array_equal(pair_scores(x[i], x[j], chunk_elems=1000), full[i, j])
     exact = np.array([[float(sum(map(float, a.astype(np.float64) * b))) for b in x[:5]] for a in x[:5]])
     assert np.allclose(full[:5, :5], exact, rtol=0, atol=1e-14)
 
@@ -212,11 +211,10 @@ def test_sequence_matches_naive_argmax_d384():
     run_case("gauss", 60, 384, 3, 5)
 
 
-def test_sequence_with_compaction(monkeypatch):
-    monkeypatch.setattr(PairQueue, "_COMPACT_MIN", 2)
+def test_sequence_with_compaction():
     for seed in range(3):
-        run_case("gauss", 90, 8, 2, 300 + seed)
-        run_case("dups", 90, 8, 3, 400 + seed)
+        run_case("gauss", 90, 8, 2, 300 + seed, compact_min=2)
+        run_case("dups", 90, 8, 3, 400 + seed, compact_min=2)
 
 
 def test_exact_duplicates_tie_break_by_insertion_order():

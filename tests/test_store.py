@@ -16,7 +16,7 @@ from memrefine_edge.errors import (
     SchemaError,
     StoreError,
 )
-from memrefine_edge.migrations import MIGRATIONS
+from memrefine_edge.store.schema import MIGRATIONS
 from memrefine_edge.store import Entry, MemoryStore, content_hash, json_size, validate_entry
 from memrefine_edge.testing import HashEncoder
 

@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import MemRefineError
+from ..errors import MemRefineError, OptionConflictError
 
-__all__ = ["main", "cli", "db_option", "json_option", "emit", "open_store", "default_db_path"]
+if TYPE_CHECKING:  # pragma: no cover
+    from ..pipeline import Backends
+
+__all__ = ["main", "cli", "db_option", "json_option", "emit", "open_store", "default_db_path", "current_backends"]
 
 
 def default_db_path() -> Path:
@@ -46,10 +49,20 @@ def resolve_db(db_path: Path | None) -> Path:
 
 
 def open_store(db_path: Path | None, *, create: bool = False, read_only: bool = False):
-    """Open the store for a command (must exist unless ``create``; ``read_only`` commands write nothing)."""
+    """Open the store for a command (must exist unless ``create``; ``read_only`` commands write nothing).
+
+    ``$MEMREFINE_MAX_FILE_BYTES`` caps the database file for every command
+    (``MemoryStore(max_file_bytes=...)``): a write that would pass it fails
+    cleanly, with nothing written.
+    """
     from ..store import MemoryStore
 
-    return MemoryStore(resolve_db(db_path), create=create, read_only=read_only)
+    cap = os.environ.get("MEMREFINE_MAX_FILE_BYTES")
+    try:
+        max_file_bytes = int(cap) if cap else None
+    except ValueError:
+        raise click.UsageError(f"MEMREFINE_MAX_FILE_BYTES must be a whole number of bytes, got {cap!r}") from None
+    return MemoryStore(resolve_db(db_path), create=create, read_only=read_only, max_file_bytes=max_file_bytes)
 
 
 def emit(data: Any, as_json: bool, human: str | None = None) -> None:
@@ -71,6 +84,8 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except OptionConflictError as exc:  # options that do not go together: a usage error (exit 2)
+            raise click.UsageError(str(exc), ctx) from None
         except MemRefineError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(1)
@@ -85,9 +100,19 @@ def cli() -> None:
     """memrefine: keep an agent's long-term memory store inside a storage budget, offline."""
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
-    cli.main(args=argv, prog_name="memrefine")
+def main(argv: list[str] | None = None, *, backends: "Backends | None" = None) -> None:
+    """Console-script entry point; ``backends`` replaces the model factories (tests, embedding apps)."""
+    cli.main(args=argv, prog_name="memrefine", obj=backends)
+
+
+def current_backends() -> "Backends | None":
+    """The :class:`~memrefine_edge.pipeline.Backends` the command line was started with (None: the real models).
+
+    Given as ``main(backends=...)`` or ``CliRunner().invoke(cli, args, obj=backends)``.
+    """
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return obj if obj is not None else None
 
 
 # Each module adds its commands to `cli`; none imports a heavy runtime

@@ -15,35 +15,7 @@ from typing import Any, Iterator
 import click
 
 from ..errors import BudgetError, MemRefineError
-from . import cli, db_option, emit, json_option, log, open_store, resolve_db
-
-
-def _build(method: str, *, judge_model, merge_model, encoder_model, threads, tau=None, protect=None,
-           merge_min_similarity=None):
-    """The encoder, method and merger a command runs with (heavy imports here only)."""
-    from ..encoder import OnnxEncoder
-    from ..judge import default_judge
-    from ..merger import GuardedMerger, LlamaMerger
-    from ..methods import get_method
-
-    llm_threads = {"n_threads": threads} if threads else {}
-    encoder = OnnxEncoder(model_path=encoder_model, threads=threads)
-    # Measured: the bundled 135M model writes invalid or fact-inventing merges
-    # (17 of 17, ~18 s each), so without --merge-model the merge is the
-    # deterministic, fact-keeping one (both entries, filler dropped).
-    merger = GuardedMerger(LlamaMerger(merge_model, **llm_threads) if merge_model else None)
-    if method == "memrefine":
-        if tau is not None or protect is not None:
-            raise MemRefineError("--tau and --protect apply to the rule methods (rulesim, rulepr), not memrefine")
-        options: dict[str, Any] = {"judge": default_judge(judge_model, merge_min_similarity=merge_min_similarity,
-                                                           **llm_threads)}
-    else:
-        if merge_min_similarity is not None:
-            raise MemRefineError("--merge-min-similarity applies to --method memrefine")
-        if protect is not None and method != "rulepr":
-            raise MemRefineError("--protect only applies to --method rulepr")
-        options = {k: v for k, v in {"tau": tau, "protect": protect}.items() if v is not None}
-    return encoder, get_method(method, **options), merger
+from . import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
 
 
 def _progress_printer(metric: str):
@@ -162,9 +134,12 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
 
     with RunLock(db):  # fail fast: a busy store is reported before the models load (Compressor.run locks again)
         pass
-    encoder, method_obj, merger = _build(method, judge_model=judge_model, merge_model=merge_model,
-                                         encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
-                                         merge_min_similarity=merge_min_similarity)
+    from ..pipeline import PipelineConfig, build
+
+    parts = build(PipelineConfig(method=method, judge_model=judge_model, merge_model=merge_model,
+                                 encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
+                                 merge_min_similarity=merge_min_similarity), backends=current_backends())
+    encoder, method_obj, merger = parts.encoder, parts.method, parts.merger
     with MemoryStore(db, create=False) as store:
         unfinished = store.journal.unfinished_run()
         # An interrupted run started with exactly this budget (by the library, say) continues as it was.

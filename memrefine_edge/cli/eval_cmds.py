@@ -74,7 +74,7 @@ def eval_group() -> None:
 def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, qa_limit, no_qa, answer_model, judge_model,
                 merge_min_similarity, merger, chain, metric, mode, seed, threads, keep_stores, out, as_json) -> None:
     """Reproduce the storage-utility table on LoCoMo: storage, evidence recall@10 and QA F1/EM per budget."""
-    from ..evaluate import EvalConfig, run_eval
+    from ..eval.harness import EvalConfig, run_eval
 
     config = EvalConfig(
         data=data, out=out, samples=_csv(samples), store=store_kind, methods=_csv(methods) or (),

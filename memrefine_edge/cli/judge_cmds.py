@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from . import cli, emit, json_option, log
+from . import cli, current_backends, emit, json_option, log
 
 __all__ = ["judge_pairs", "read_pairs"]
 
@@ -57,9 +57,9 @@ def _fill_similarity(pairs: list[dict[str, Any]]) -> None:
     todo = [p for p in pairs if p["similarity"] is None]
     if not todo:
         return
-    from ..encoder import OnnxEncoder
+    from ..pipeline import Backends, PipelineConfig
 
-    enc = OnnxEncoder()
+    enc = (current_backends() or Backends()).encoder(PipelineConfig())
     va = enc.embed([p["a"] for p in todo])
     vb = enc.embed([p["b"] for p in todo])
     for p, x, y in zip(todo, va, vb):

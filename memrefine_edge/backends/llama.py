@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_cpp import Llama
@@ -82,7 +82,7 @@ def check_model_path(path: str | os.PathLike[str] | None) -> None:
     :raises ModelNotFoundError: the file does not exist.
     """
     if path is not None:
-        from .models import model_path
+        from .model_files import model_path
 
         model_path("llm", path)
 
@@ -97,11 +97,11 @@ def load_llama(
     """The process-wide ``Llama`` for a GGUF file, loaded on first use.
 
     ``path=None`` is the bundled default model (resolved and verified through
-    :func:`memrefine_edge.models.model_path`). Any other GGUF works too.
+    :func:`memrefine_edge.backends.model_files.model_path`). Any other GGUF works too.
     Raises :class:`ModelLoadError` when llama.cpp cannot load the file
     (truncated or corrupted GGUF, wrong format), never crashes the caller.
     """
-    from .models import model_path
+    from .model_files import model_path
 
     resolved = model_path("llm", path).resolve()
     if n_threads < 1:
@@ -123,7 +123,7 @@ def load_llama(
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
-            from .models import FETCH_COMMAND, manifest
+            from .model_files import FETCH_COMMAND, manifest
 
             if path is None or Path(path).name == manifest()["llm"].file:
                 fix = f"delete it and run `{FETCH_COMMAND}`, or pass another GGUF"

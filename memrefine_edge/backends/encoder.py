@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .errors import InvalidEntryError, ModelLoadError
+from ..errors import InvalidEntryError, ModelLoadError
 
 if TYPE_CHECKING:  # tokenizers is imported lazily, only when an encoder is built
     from tokenizers import Tokenizer
@@ -94,7 +94,7 @@ def load_tokenizer(path: str | os.PathLike[str], *, max_tokens: int = 256) -> "T
     """
     from tokenizers import Tokenizer
 
-    from .models import FETCH_COMMAND
+    from .model_files import FETCH_COMMAND
 
     try:
         tok = Tokenizer.from_file(str(path))
@@ -125,7 +125,7 @@ class OnnxEncoder(Encoder):
     batch (the shipped tokenizer pads everything to 128) and truncated to
     ``max_tokens`` (sentence-transformers' 256 for this model).
 
-    :param model_path: ONNX file; default :func:`~memrefine_edge.models.default_encoder_path`:
+    :param model_path: ONNX file; default :func:`~memrefine_edge.backends.model_files.default_encoder_path`:
         the int8 model ``scripts/build_encoder.py --install`` built here
         (verified against its build record), else the manifest's packaged
         ``encoder`` (verified). Any other file is only checked for existence;
@@ -161,7 +161,7 @@ class OnnxEncoder(Encoder):
         # Heavy imports live here so `import memrefine_edge` stays fast.
         import onnxruntime as ort
 
-        from .models import FETCH_COMMAND, default_encoder_path, model_path as resolve, sha256_file, verify_digest
+        from .model_files import FETCH_COMMAND, default_encoder_path, model_path as resolve, sha256_file, verify_digest
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")

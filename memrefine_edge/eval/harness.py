@@ -13,7 +13,7 @@ then compresses a copy per method and budget and measures each copy:
   in the provenance of the retrieved entries. Stores without provenance
   (``text``) have no recall;
 * **QA token F1 / EM**: an :class:`Answerer` answers from the top-k memories,
-  scored with :func:`memrefine_edge.metrics.score_qa` (``strict=False``).
+  scored with :func:`memrefine_edge.eval.metrics.score_qa` (``strict=False``).
 
 ``chain=True`` compresses one copy through the budgets in descending order
 and measures it at each: the engine proposes the exact global argmax pair
@@ -45,15 +45,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import MemRefineError
+from ..errors import EvalError
 from .metrics import CATEGORY_NAMES, score_qa
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .encoder import Encoder
-    from .journal import DecisionRecord
-    from .merger import Merger
-    from .methods import Method
-    from .store import MemoryStore
+    from ..backends.encoder import Encoder
+    from ..store.journal import DecisionRecord
+    from ..merger import Merger
+    from ..methods import Method
+    from ..store import MemoryStore
 
 __all__ = [
     "EvalError", "Answerer", "LlamaAnswerer", "EvalConfig", "Question", "STORE_KINDS",
@@ -65,10 +65,6 @@ STORE_KINDS: Mapping[str, str] = {"turns": "locomo-turns", "observations": "loco
 #: Built with (method name, config) -> (method, merger or None).
 MethodFactory = Callable[[str, "EvalConfig"], "tuple[Method, Merger | None]"]
 _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
-
-
-class EvalError(MemRefineError, ValueError):
-    """Bad evaluation input (missing file, unknown sample or method, budget outside (0, 1])."""
 
 
 # --- answering ------------------------------------------------------------------------------
@@ -98,7 +94,7 @@ class LlamaAnswerer(Answerer):
 
     def __init__(self, *, model_path: str | os.PathLike[str] | None = None, n_threads: int = 1,
                  n_ctx: int = 2048, max_tokens: int = 32, memory_chars: int = 600, seed: int = 1234) -> None:
-        from .llm import check_model_path
+        from ..backends.llama import check_model_path
 
         check_model_path(model_path)  # before the evaluation starts
         self.model_path, self.n_threads, self.n_ctx = model_path, n_threads, n_ctx
@@ -111,7 +107,7 @@ class LlamaAnswerer(Answerer):
 
     def answer(self, question: str, memories: Sequence[str]) -> str:
         """Generate the answer; memories that do not fit the context are dropped from the end."""
-        from .llm import chat_prompt, load_llama, tokenize
+        from ..backends.llama import chat_prompt, load_llama, tokenize
 
         llm = load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
         mems = [m[: self.memory_chars] for m in memories]
@@ -237,8 +233,7 @@ def stratified_sample(questions: Sequence[Question], limit: int | None, *, seed:
 
 
 def _methods_known(extra: Iterable[str]) -> list[str]:
-    from . import baselines  # noqa: F401  (registers rulesim / rulepr)
-    from .methods import method_names
+    from ..methods import method_names
 
     return sorted(set(method_names()) | set(extra))
 
@@ -305,8 +300,8 @@ def _copy_db(src: Path, dst: Path) -> None:
 
 def base_store(config: EvalConfig, sample_id: str, encoder: "Encoder", cache: Path) -> Path:
     """The cached, embedded base store of one sample (built once, atomically)."""
-    from .importers import import_file
-    from .store import MemoryStore
+    from ..importers import import_file
+    from ..store import MemoryStore
 
     key = hashlib.sha256(f"{config.data.resolve()}|{config.data.stat().st_size}|{encoder.model_id}".encode())
     path = cache / f"{sample_id}-{config.store}-v{_version()}-{key.hexdigest()[:10]}.db"
@@ -461,13 +456,13 @@ def attribute_loss(questions: Sequence[Question], base_found: Sequence[frozenset
 
 
 def _default_factory(name: str, config: EvalConfig) -> "tuple[Method, Merger | None]":
-    from .merger import GuardedMerger, LlamaMerger
-    from .methods import get_method
+    from ..merger import GuardedMerger, LlamaMerger
+    from ..methods import get_method
 
     merger = GuardedMerger(LlamaMerger(config.judge_model, n_threads=config.threads)
                            if config.merger == "llm" else None)
     if name == "memrefine":
-        from .judge import default_judge
+        from ..judge import default_judge
 
         judge = default_judge(config.judge_model, n_threads=config.threads,
                               merge_min_similarity=config.merge_min_similarity)
@@ -486,15 +481,15 @@ def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_fac
     Input is validated before anything is written. ``results.json`` and the
     report are rewritten after each measurement, so a stopped run keeps them.
     """
-    from .compressor import Compressor
+    from ..compressor import Compressor
     from .report import machine_info, write_json, write_report
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
     samples = validate_config(config, known_methods=extra_methods)
     budgets = sorted({float(b) for b in config.budgets if b < 1}, reverse=True)
     factory = method_factory or _default_factory
     if encoder is None:
-        from .encoder import OnnxEncoder
+        from ..backends.encoder import OnnxEncoder
 
         encoder = OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
     if config.qa and answerer is None:

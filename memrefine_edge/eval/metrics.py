@@ -37,7 +37,7 @@ The protocol
   ``"shes"``. No Unicode folding: ``"café"`` does not match ``"cafe"``.
 * :func:`f1_score` -- token F1 over the normalised answers split on
   whitespace, each token Porter-stemmed exactly as NLTK's default
-  ``PorterStemmer`` does (:mod:`memrefine_edge._porter`). Token multiplicity
+  ``PorterStemmer`` does (:mod:`memrefine_edge.eval.stemmer`). Token multiplicity
   counts; no overlap (including an empty side) scores 0.
 * :func:`multi_answer_f1` (category 1) -- the *raw* prediction and gold are
   split on ``","``; each gold part takes its best :func:`f1_score` over the
@@ -81,7 +81,7 @@ from typing import Any
 
 import numpy as np
 
-from memrefine_edge._porter import stem
+from memrefine_edge.eval.stemmer import stem
 
 __all__ = [
     "ABSTENTION_MARKERS",

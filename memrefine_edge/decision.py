@@ -1,0 +1,48 @@
+"""The judge stage's vocabulary: what may happen to a proposed pair, and who decided it.
+
+Every decider returns a :class:`Decision`: the fast path of
+:mod:`memrefine_edge.facts`, the judges of :mod:`memrefine_edge.judge`, the
+rule baselines of :mod:`memrefine_edge.methods.rules`; the journal records it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Action", "Target", "Source", "Decision", "ACTIONS", "SOURCES"]
+
+#: What happens to the pair.
+Action = Literal["delete", "merge", "preserve"]
+#: Which entry a delete removes.
+Target = Literal["a", "b"]
+#: Who decided: a deterministic rule, the model, the fact guard, or the safe fallback after invalid output.
+Source = Literal["rule", "llm", "guard", "fallback"]
+ACTIONS: tuple[str, ...] = ("delete", "merge", "preserve")
+SOURCES: tuple[str, ...] = ("rule", "llm", "guard", "fallback")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one pair. ``target`` is set exactly when ``action == "delete"``."""
+
+    action: Action
+    target: Target | None
+    merge_instruction: str = ""
+    reason: str = ""
+    source: Source = "llm"
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"unknown action {self.action!r}")
+        if self.action == "delete" and self.target not in ("a", "b"):
+            raise ValueError("a delete needs target 'a' or 'b'")
+        if self.action != "delete" and self.target is not None:
+            raise ValueError("target is only set for a delete")
+        if self.source not in SOURCES:
+            raise ValueError(f"unknown source {self.source!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The decision as a plain dict (JSON lines, the audit log)."""
+        return {"action": self.action, "target": self.target, "merge_instruction": self.merge_instruction,
+                "reason": self.reason, "source": self.source}

@@ -1,0 +1,7 @@
+"""Evaluation: the LoCoMo harness, the QA metric, reports. Not needed at run time.
+
+* :mod:`.harness`: import, compress with each method, retrieve, score;
+* :mod:`.metrics`: a reimplementation of the official LoCoMo QA scorer (checked against its vectors);
+* :mod:`.stemmer`: the Porter stemmer the scorer needs;
+* :mod:`.report`: JSON and markdown reports, machine facts.
+"""

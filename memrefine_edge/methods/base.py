@@ -1,0 +1,53 @@
+"""The method interface: what the engine asks about a proposed pair.
+
+Every method runs on the same engine (candidate order, application,
+checkpoints, audit); only the decision differs.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..decision import Decision
+    from ..store import Entry, MemoryStore
+
+__all__ = ["Method", "PairContext"]
+
+
+@dataclass(frozen=True)
+class PairContext:
+    """The proposed pair: ``a`` is the earlier-inserted entry."""
+
+    a: "Entry"
+    b: "Entry"
+    similarity: float
+    store: "MemoryStore"
+
+
+class Method(abc.ABC):
+    """A compression method: one abstract method, :meth:`decide`."""
+
+    #: Registry name, used by ``--method`` and recorded with each run.
+    name: str = ""
+
+    @abc.abstractmethod
+    def decide(self, pair: PairContext) -> "Decision":
+        """The decision for one proposed pair."""
+
+    def prepare(self, store: "MemoryStore") -> None:
+        """Called once before the loop (e.g. to compute graph scores)."""
+
+    def load(self) -> None:
+        """Load any model the method needs; called before a run records anything."""
+
+    def describe(self) -> dict[str, Any]:
+        """Parameters worth recording with the run."""
+        return {}
+
+    @property
+    def llm_calls(self) -> int:
+        """LLM calls made so far by this method's judge (0 for rule methods)."""
+        return 0

@@ -1,0 +1,32 @@
+"""The memory store: one SQLite file, and the only code in the package that runs SQL.
+
+* :mod:`.core`: :class:`MemoryStore`, the hub that owns the connection;
+* :mod:`.schema`: the named, append-only migrations;
+* :mod:`.journal`: runs, decisions, preserved pairs and the undo history;
+* :mod:`.lock`: the run lock.
+"""
+
+from __future__ import annotations
+
+from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
+from .core import APPLICATION_ID, METRICS, MemoryStore, StoreStats, check_store_file
+from .journal import DecisionRecord, RunInfo, RunJournal
+from .lock import RunLock
+
+__all__ = [
+    "Entry",
+    "MemoryStore",
+    "validate_entry",
+    "StoreStats",
+    "json_size",
+    "content_hash",
+    "MAX_CONTENT_CHARS",
+    "MAX_ID_CHARS",
+    "METRICS",
+    "APPLICATION_ID",
+    "check_store_file",
+    "RunJournal",
+    "RunInfo",
+    "DecisionRecord",
+    "RunLock",
+]

@@ -1,0 +1,42 @@
+"""The run lock: one compression (or undo, or purge) on a store at a time."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunLockedError
+
+__all__ = ["RunLock"]
+
+
+class RunLock:
+    """An exclusive, crash-safe lock on a store's compression runs.
+
+    ``flock`` on ``<db>.lock`` next to the real file (symbolic links
+    resolved, so every path to one store shares one lock): the kernel
+    releases it when the holder dies, so a crashed run never leaves the
+    store locked.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = Path(os.path.realpath(db_path) + ".lock")
+        self._fh: Any = None
+
+    def __enter__(self) -> "RunLock":
+        self._fh = open(self.path, "a+")
+        try:
+            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._fh.close()
+            raise RunLockedError(
+                f"another compression is running on {self.path.with_suffix('')} (lock {self.path}); "
+                "wait for it to finish"
+            ) from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fh, fcntl.LOCK_UN)
+        self._fh.close()
