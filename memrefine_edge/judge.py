@@ -266,44 +266,30 @@ class LlamaJudge(Judge):
     ) -> None:
         if mode not in ("logits", "generate"):
             raise ValueError("mode must be 'logits' or 'generate'")
-        from .backends.llama import check_model_path
+        from .backends.llama import LlamaModel
 
-        check_model_path(model_path)  # before a run commits decisions, not at the first call
+        # The path is checked now: a wrong one fails before a run commits decisions.
+        self.model = LlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads, seed=seed)
         self.model_path = model_path
         self.mode = mode
         self.few_shot = few_shot
         self.constrained = constrained
         self.reuse_prefix = reuse_prefix
-        self.n_threads = n_threads
-        self.n_ctx = n_ctx
         self.max_tokens = max_tokens
-        self.seed = seed
         self.last_prompt_tokens = 0
         self.last_generated_tokens = 0
-        self._option_tokens: dict[str, int] | None = None
-        self._grammar: Any = None
 
     def describe(self) -> dict[str, Any]:
         """The model file and decoding settings, recorded with each run."""
-        return {"type": "LlamaJudge", "model": os.path.basename(str(self.model_path)) if self.model_path else "default",
-                "mode": self.mode, "few_shot": self.few_shot}
-
-    @property
-    def llm(self) -> Any:
-        """The shared ``llama_cpp.Llama`` (loaded on first use)."""
-        from .backends.llama import load_llama
-
-        return load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
+        return {"type": "LlamaJudge", "model": self.model.name, "mode": self.mode, "few_shot": self.few_shot}
 
     def load(self) -> None:
         """Load the GGUF now (:class:`ModelLoadError` for a file llama.cpp cannot load)."""
-        self.llm
+        self.model.load()
 
     def prompt(self, a: str, b: str, similarity: float) -> str:
         """The full prompt text for one pair (chat template of the GGUF)."""
-        from .backends.llama import chat_prompt
-
-        return chat_prompt(self.llm, build_messages(a, b, similarity, few_shot=self.few_shot))
+        return self.model.chat(build_messages(a, b, similarity, few_shot=self.few_shot))
 
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """Judge one pair with the model (see the class docstring for the two modes)."""
@@ -315,23 +301,19 @@ class LlamaJudge(Judge):
     # logits -----------------------------------------------------------------
 
     def _first_token(self, prefix_ids: list[int], continuation: str, prefix: str) -> int:
-        from .backends.llama import tokenize
-
-        ids = tokenize(self.llm, prefix + continuation)
+        ids = self.model.tokenize(prefix + continuation)
         if ids[: len(prefix_ids)] != prefix_ids or len(ids) == len(prefix_ids):
             raise JudgeOutputError(f"cannot score option {continuation!r}: tokenizer merges it with the prompt",
                                    raw=continuation)
         return ids[len(prefix_ids)]
 
     def _decide_logits(self, prompt: str, a: str, b: str) -> Decision:
-        from .backends.llama import eval_logits, logprobs, tokenize
-
         head = prompt + '{"action": "'
-        head_ids = tokenize(self.llm, head)
+        head_ids = self.model.tokenize(head)
         options = {name: self._first_token(head_ids, name, head) for name in ("delete", "merge", "preserve")}
         if len(set(options.values())) != 3:
             raise JudgeOutputError("the three actions share a first token; use mode='generate'", raw="")
-        lp = logprobs(eval_logits(self.llm, head_ids, reuse_prefix=self.reuse_prefix))
+        lp = self.model.next_token_logprobs(head_ids, reuse_prefix=self.reuse_prefix)
         scores = {name: float(lp[tok]) for name, tok in options.items()}
         action = max(scores, key=lambda k: scores[k])
         self.last_prompt_tokens = len(head_ids)
@@ -339,10 +321,10 @@ class LlamaJudge(Judge):
         shown = " ".join(f"{k}={v:.2f}" for k, v in scores.items())
         if action == "delete":
             tail = head + 'delete", "target": "'
-            tail_ids = tokenize(self.llm, tail)
+            tail_ids = self.model.tokenize(tail)
             ta, tb = self._first_token(tail_ids, "a", tail), self._first_token(tail_ids, "b", tail)
-            lp2 = logprobs(eval_logits(self.llm, tail_ids, reuse_prefix=True))
-            target = "a" if lp2[ta] >= lp2[tb] else "b"
+            lp2 = self.model.next_token_logprobs(tail_ids, reuse_prefix=True)
+            target: Target = "a" if lp2[ta] >= lp2[tb] else "b"
             return Decision("delete", target, reason=f"logprobs {shown}; target a={lp2[ta]:.2f} b={lp2[tb]:.2f}",
                             source="llm")
         if action == "merge":
@@ -353,25 +335,11 @@ class LlamaJudge(Judge):
     # generate ---------------------------------------------------------------
 
     def _decide_generate(self, prompt: str) -> Decision:
-        from .backends.llama import tokenize
-
-        llm = self.llm
-        if not self.reuse_prefix:
-            llm.reset()
-        kwargs: dict[str, Any] = {}
-        if self.constrained:
-            if self._grammar is None:
-                from llama_cpp import LlamaGrammar
-
-                self._grammar = LlamaGrammar.from_json_schema(json.dumps(DECISION_SCHEMA), verbose=False)
-            kwargs["grammar"] = self._grammar
-        ids = tokenize(llm, prompt)
-        out = llm.create_completion(ids, max_tokens=self.max_tokens, temperature=0.0, top_k=1, seed=self.seed,
-                                    stop=["<|im_end|>", "\n\n\n"], **kwargs)
-        raw = out["choices"][0]["text"]
-        self.last_prompt_tokens = len(ids)
-        self.last_generated_tokens = int(out.get("usage", {}).get("completion_tokens", 0))
-        return parse_decision(raw)
+        out = self.model.complete(prompt, max_tokens=self.max_tokens, stop=["<|im_end|>", "\n\n\n"],
+                                  schema=DECISION_SCHEMA if self.constrained else None, fresh=not self.reuse_prefix)
+        self.last_prompt_tokens = out.prompt_tokens
+        self.last_generated_tokens = out.completion_tokens
+        return parse_decision(out.text)
 
 
 # --- model-free judge ----------------------------------------------------------------

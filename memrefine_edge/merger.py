@@ -156,46 +156,26 @@ class LlamaMerger(Merger):
         max_tokens: int = 256,
         seed: int = 1234,
     ) -> None:
-        from .backends.llama import check_model_path
+        from .backends.llama import LlamaModel
 
-        check_model_path(model_path)  # before a run commits decisions, not at the first call
+        # The path is checked now: a wrong one fails before a run commits decisions.
+        self.model = LlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads, seed=seed)
         self.model_path = model_path
         self.constrained = constrained
-        self.n_threads = n_threads
-        self.n_ctx = n_ctx
         self.max_tokens = max_tokens
-        self.seed = seed
-        self._grammar: Any = None
-
-    @property
-    def llm(self) -> Any:
-        """The shared ``llama_cpp.Llama`` (loaded on first use)."""
-        from .backends.llama import load_llama
-
-        return load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
 
     def load(self) -> None:
         """Load the GGUF now (:class:`ModelLoadError` for a file llama.cpp cannot load)."""
-        self.llm
+        self.model.load()
 
     def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
         """Ask the model for the merged entry; raises :class:`MergeOutputError` on unusable output."""
-        from .backends.llama import chat_prompt, tokenize
-
-        llm = self.llm
         # Only the prompt is shortened (quote_entry cuts each entry); GuardedMerger
         # checks the answer against the full texts.
-        prompt = chat_prompt(llm, build_merge_messages(a, b, instruction))
-        kwargs: dict[str, Any] = {}
-        if self.constrained:
-            if self._grammar is None:
-                from llama_cpp import LlamaGrammar
-
-                self._grammar = LlamaGrammar.from_json_schema(json.dumps(MERGE_SCHEMA), verbose=False)
-            kwargs["grammar"] = self._grammar
-        out = llm.create_completion(tokenize(llm, prompt), max_tokens=self.max_tokens, temperature=0.0, top_k=1,
-                                    seed=self.seed, stop=["<|im_end|>"], **kwargs)
-        merged = parse_merged(out["choices"][0]["text"])
+        prompt = self.model.chat(build_merge_messages(a, b, instruction))
+        out = self.model.complete(prompt, max_tokens=self.max_tokens, stop=["<|im_end|>"],
+                                  schema=MERGE_SCHEMA if self.constrained else None)
+        merged = parse_merged(out.text)
         if not merged.keywords:
             merged = MergedEntry(merged.content, default_keywords(merged.content), merged.source)
         return merged

@@ -18,8 +18,10 @@ than with one), temperature 0 and a fixed seed, ``verbose=False``.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -31,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_cpp import Llama
 
 __all__ = [
+    "LlamaModel",
+    "Completion",
     "check_model_path",
     "DEFAULT_N_CTX",
     "DEFAULT_THREADS",
@@ -209,3 +213,86 @@ def logprobs(logits: np.ndarray) -> np.ndarray:
     """Log-softmax of a logit vector."""
     shifted = logits - logits.max()
     return shifted - np.log(np.exp(shifted).sum())
+
+
+# --- one model, as the judge, the merger and the answerer use it ------------------------------
+
+
+@dataclass(frozen=True)
+class Completion:
+    """Generated text and the token counts behind it."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class LlamaModel:
+    """One GGUF model as a caller sees it: load, chat prompt, tokens, completion, next-token log-probs.
+
+    The judge, the merger and the evaluation's answerer each hold one; the
+    ``llama_cpp.Llama`` behind it is shared per process (:func:`load_llama`),
+    and every use of llama-cpp-python's private attributes stays in this
+    module. An explicit ``model_path`` is checked at construction, so a wrong
+    path fails before any work; the model itself loads on first use or
+    :meth:`load`.
+    """
+
+    def __init__(self, model_path: str | os.PathLike[str] | None = None, *, n_ctx: int = DEFAULT_N_CTX,
+                 n_threads: int = DEFAULT_THREADS, seed: int = DEFAULT_SEED) -> None:
+        check_model_path(model_path)
+        self.model_path = model_path
+        self.n_ctx, self.n_threads, self.seed = n_ctx, n_threads, seed
+        self._grammars: dict[str, Any] = {}
+
+    @property
+    def name(self) -> str:
+        """The model file's name (``default`` for the bundled model)."""
+        return os.path.basename(str(self.model_path)) if self.model_path else "default"
+
+    @property
+    def llm(self) -> "Llama":
+        """The shared ``llama_cpp.Llama`` (loaded on first use)."""
+        return load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
+
+    def load(self) -> None:
+        """Load the model now (:class:`ModelLoadError` for a file llama.cpp cannot load)."""
+        self.llm
+
+    def chat(self, messages: Sequence[dict[str, str]]) -> str:
+        """The prompt text for chat ``messages`` (the GGUF's own template)."""
+        return chat_prompt(self.llm, messages)
+
+    def tokenize(self, text: str) -> list[int]:
+        """Tokens of a formatted prompt."""
+        return tokenize(self.llm, text)
+
+    def complete(self, prompt: str | Sequence[int], *, max_tokens: int, stop: Sequence[str] = (),
+                 schema: dict[str, Any] | None = None, fresh: bool = False) -> Completion:
+        """Greedy completion (temperature 0, the model's seed).
+
+        ``schema``: a JSON schema the output must follow (a grammar, built once
+        per schema). ``fresh``: drop the KV cache first instead of reusing the
+        shared prefix.
+        """
+        llm = self.llm
+        if fresh:
+            llm.reset()
+        ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        kwargs: dict[str, Any] = {}
+        if schema is not None:
+            key = json.dumps(schema, sort_keys=True)
+            if key not in self._grammars:
+                from llama_cpp import LlamaGrammar  # lazy, like every llama_cpp import
+
+                self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+            kwargs["grammar"] = self._grammars[key]
+        out = llm.create_completion(ids, max_tokens=max_tokens, temperature=0.0, top_k=1, seed=self.seed,
+                                    stop=list(stop), **kwargs)
+        usage = out.get("usage", {}) if isinstance(out, dict) else {}
+        return Completion(text=str(out["choices"][0]["text"]), prompt_tokens=len(ids),
+                          completion_tokens=int(usage.get("completion_tokens", 0)))
+
+    def next_token_logprobs(self, tokens: Sequence[int], *, reuse_prefix: bool = True) -> np.ndarray:
+        """Log-probabilities of the next token after ``tokens``."""
+        return logprobs(eval_logits(self.llm, tokens, reuse_prefix=reuse_prefix))

@@ -2,119 +2,16 @@
 
 Conventions for every command: ``--db PATH`` (env ``MEMREFINE_DB``, default a
 file in the user's data dir), ``--json`` for one machine-readable JSON object
-on stdout, progress and logs on stderr, a non-zero exit code on error.
-Library errors (:class:`memrefine_edge.errors.MemRefineError`) become one-line
-messages here, at the edge, and nowhere else.
+on stdout, progress and logs on stderr, a non-zero exit code on error
+(library errors exit 1 with one ``Error:`` line; usage errors, option
+conflicts included, exit 2). The group and its shared helpers are in
+:mod:`.app`; each ``*_cmds`` module adds its commands to it. None imports a
+heavy runtime (onnxruntime, llama_cpp) at import time, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import click
-
-from ..errors import MemRefineError, OptionConflictError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..pipeline import Backends
+from . import budget_cmds, compress_cmds, eval_cmds, judge_cmds, model_cmds, store_cmds  # noqa: F401
+from .app import cli, current_backends, db_option, default_db_path, emit, json_option, main, open_store
 
 __all__ = ["main", "cli", "db_option", "json_option", "emit", "open_store", "default_db_path", "current_backends"]
-
-
-def default_db_path() -> Path:
-    """``$MEMREFINE_DB`` or ``memory.db`` in the user's data dir."""
-    env = os.environ.get("MEMREFINE_DB")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("memrefine_edge")) / "memory.db"
-
-
-db_option = click.option(
-    "--db",
-    "db_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Memory store file [env MEMREFINE_DB; default: memory.db in the user data dir].",
-)
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-
-
-def resolve_db(db_path: Path | None) -> Path:
-    return db_path if db_path is not None else default_db_path()
-
-
-def open_store(db_path: Path | None, *, create: bool = False, read_only: bool = False):
-    """Open the store for a command (must exist unless ``create``; ``read_only`` commands write nothing).
-
-    ``$MEMREFINE_MAX_FILE_BYTES`` caps the database file for every command
-    (``MemoryStore(max_file_bytes=...)``): a write that would pass it fails
-    cleanly, with nothing written.
-    """
-    from ..store import MemoryStore
-
-    cap = os.environ.get("MEMREFINE_MAX_FILE_BYTES")
-    try:
-        max_file_bytes = int(cap) if cap else None
-    except ValueError:
-        raise click.UsageError(f"MEMREFINE_MAX_FILE_BYTES must be a whole number of bytes, got {cap!r}") from None
-    return MemoryStore(resolve_db(db_path), create=create, read_only=read_only, max_file_bytes=max_file_bytes)
-
-
-def emit(data: Any, as_json: bool, human: str | None = None) -> None:
-    """Print a command's result: JSON on stdout, or the human text."""
-    if as_json:
-        click.echo(json.dumps(data, ensure_ascii=False, indent=None, sort_keys=False))
-    elif human is not None:
-        click.echo(human)
-
-
-def log(message: str) -> None:
-    """A progress or log line: always stderr, so stdout stays parseable."""
-    click.echo(message, err=True)
-
-
-class _Group(click.Group):
-    """Turns library errors into one clean line and exit code 1."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except OptionConflictError as exc:  # options that do not go together: a usage error (exit 2)
-            raise click.UsageError(str(exc), ctx) from None
-        except MemRefineError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            ctx.exit(1)
-        except KeyboardInterrupt:
-            click.echo("Interrupted; committed work is kept (rerun the command to resume).", err=True)
-            ctx.exit(130)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="memrefine-edge")
-def cli() -> None:
-    """memrefine: keep an agent's long-term memory store inside a storage budget, offline."""
-
-
-def main(argv: list[str] | None = None, *, backends: "Backends | None" = None) -> None:
-    """Console-script entry point; ``backends`` replaces the model factories (tests, embedding apps)."""
-    cli.main(args=argv, prog_name="memrefine", obj=backends)
-
-
-def current_backends() -> "Backends | None":
-    """The :class:`~memrefine_edge.pipeline.Backends` the command line was started with (None: the real models).
-
-    Given as ``main(backends=...)`` or ``CliRunner().invoke(cli, args, obj=backends)``.
-    """
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.find_root().obj if ctx is not None else None
-    return obj if obj is not None else None
-
-
-# Each module adds its commands to `cli`; none imports a heavy runtime
-# (onnxruntime, llama_cpp) at import time, so `--help` stays fast.
-from . import budget_cmds, compress_cmds, eval_cmds, judge_cmds, model_cmds, store_cmds  # noqa: E402,F401

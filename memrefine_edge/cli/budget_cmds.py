@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from . import cli, db_option, emit, json_option, open_store, resolve_db
+from .app import cli, db_option, emit, json_option, open_store, resolve_db
 
 __all__ = ["budget"]
 

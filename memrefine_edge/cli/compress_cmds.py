@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import click
 
 from ..errors import BudgetError, MemRefineError
-from . import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
+from .app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
 
 
 def _progress_printer(metric: str):

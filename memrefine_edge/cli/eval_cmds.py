@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import MemRefineError
-from . import cli, emit, json_option, log
+from .app import cli, emit, json_option, log
 
 __all__ = ["eval_group", "eval_locomo"]
 

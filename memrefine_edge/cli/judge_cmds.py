@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from . import cli, current_backends, emit, json_option, log
+from .app import cli, current_backends, emit, json_option, log
 
 __all__ = ["judge_pairs", "read_pairs"]
 

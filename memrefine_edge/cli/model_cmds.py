@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import cli, emit, json_option, log
+from .app import cli, emit, json_option, log
 
 
 @cli.group()

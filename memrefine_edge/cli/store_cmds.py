@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from . import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
+from .app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
 
 __all__ = ["import_cmd", "export_cmd", "stats_cmd", "search_cmd", "upgrade_cmd"]
 

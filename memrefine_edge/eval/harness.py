@@ -94,9 +94,9 @@ class LlamaAnswerer(Answerer):
 
     def __init__(self, *, model_path: str | os.PathLike[str] | None = None, n_threads: int = 1,
                  n_ctx: int = 2048, max_tokens: int = 32, memory_chars: int = 600, seed: int = 1234) -> None:
-        from ..backends.llama import check_model_path
+        from ..backends.llama import LlamaModel
 
-        check_model_path(model_path)  # before the evaluation starts
+        self.model = LlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads, seed=seed)  # path checked now
         self.model_path, self.n_threads, self.n_ctx = model_path, n_threads, n_ctx
         self.max_tokens, self.memory_chars, self.seed = max_tokens, memory_chars, seed
         self.calls = 0
@@ -107,22 +107,17 @@ class LlamaAnswerer(Answerer):
 
     def answer(self, question: str, memories: Sequence[str]) -> str:
         """Generate the answer; memories that do not fit the context are dropped from the end."""
-        from ..backends.llama import chat_prompt, load_llama, tokenize
-
-        llm = load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
         mems = [m[: self.memory_chars] for m in memories]
         while True:
             listing = "\n".join(f"- {m}" for m in mems) or "(none)"
             user = f"Memories:\n{listing}\n\nQuestion: {question}\nShort answer:"
-            tokens = tokenize(llm, chat_prompt(llm, [{"role": "system", "content": _ANSWER_SYSTEM},
-                                                     {"role": "user", "content": user}]))
+            tokens = self.model.tokenize(self.model.chat([{"role": "system", "content": _ANSWER_SYSTEM},
+                                                          {"role": "user", "content": user}]))
             if len(tokens) + self.max_tokens <= self.n_ctx or not mems:
                 break
             mems = mems[:-1]  # the lowest-ranked memory goes first
         self.calls += 1
-        out = llm.create_completion(tokens, max_tokens=self.max_tokens, temperature=0.0, top_k=1, seed=self.seed,
-                                    stop=["<|im_end|>", "\n"])
-        return str(out["choices"][0]["text"]).strip()
+        return self.model.complete(tokens, max_tokens=self.max_tokens, stop=["<|im_end|>", "\n"]).text.strip()
 
 
 # --- configuration ----------------------------------------------------------------------------
