@@ -111,7 +111,7 @@ def _timed_size(store, clock: Counter) -> None:
 
     store.size = size
     journal = store.journal
-    for name in ("apply_delete", "apply_merge", "apply_preserve"):
+    for name in ("apply", "apply_evict"):
         fn = getattr(journal, name)
 
         def wrapped(*a, _fn=fn, **kw):

@@ -42,6 +42,7 @@ from .errors import (
     RunInterruptedError,
     RunLockedError,
 )
+from .decision import Decision
 from .methods import Method, PairContext, get_method
 from .store import METRICS, Entry, MemoryStore, RunLock
 
@@ -402,10 +403,8 @@ class Compressor:
         clock["judge"] += latency / 1000
         t = time.perf_counter()
         if decision.action == "delete":
-            target_id = a_id if decision.target == "a" else b_id
-            journal.apply_delete(run_id, step, pair, target_id, source=decision.source, reason=decision.reason,
-                                 metric=self.metric, latency_ms=latency)
-            queue.remove(target_id)
+            effect = journal.apply(run_id, step, pair, decision, metric=self.metric, latency_ms=latency)
+            queue.remove(effect.removed[0])
             clock["apply"] += time.perf_counter() - t
             return "delete", decision.source
         if decision.action == "merge":
@@ -415,23 +414,19 @@ class Compressor:
                 vec = self.encoder.embed([merged.content])[0]
                 clock["embed"] += time.perf_counter() - t
                 t = time.perf_counter()
-                journal.apply_merge(run_id, step, pair, merged, vec, self.encoder.model_id, source=decision.source,
-                                    reason=decision.reason, merge_instruction=decision.merge_instruction,
-                                    metric=self.metric, latency_ms=latency)
+                journal.apply(run_id, step, pair, decision, metric=self.metric, merged=merged, embedding=vec,
+                              model_id=self.encoder.model_id, latency_ms=latency)
                 self._outsiders.created.add(merged.id)
                 queue.remove(a_id)
                 queue.remove(b_id)
                 queue.add(merged.id, vec)
                 clock["apply"] += time.perf_counter() - t
                 return "merge", decision.source
-            decision_reason = f"merge could not keep every fact; preserved ({decision.reason})"
+            # The safe fallback: keep both entries, audited as such.
+            decision = Decision("preserve", None, source="fallback",
+                                reason=f"merge could not keep every fact; preserved ({decision.reason})")
             t = time.perf_counter()  # the failed merge is already in clock["merge"]
-            journal.apply_preserve(run_id, step, pair, source="fallback", reason=decision_reason,
-                                   metric=self.metric, latency_ms=latency)
-            clock["apply"] += time.perf_counter() - t
-            return "preserve", "fallback"
-        journal.apply_preserve(run_id, step, pair, source=decision.source, reason=decision.reason,
-                               metric=self.metric, latency_ms=latency)
+        journal.apply(run_id, step, pair, decision, metric=self.metric, latency_ms=latency)
         clock["apply"] += time.perf_counter() - t
         return "preserve", decision.source
 

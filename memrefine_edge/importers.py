@@ -536,7 +536,7 @@ def import_file(
     the same transaction.
     """
     entries, report = parse_file(path, format=format, sample_id=sample_id)
-    with store.transaction():
+    with store.atomic():
         stored = store.add_many(entries, unknown_links="drop" if drop_unknown_links else "error")
         embedded = store.ensure_embeddings(encoder) if encoder is not None else 0
     dropped = sum(len(a.links) - len(b.links) for a, b in zip(entries, stored))

@@ -1218,8 +1218,8 @@ def test_journal_apply_on_a_full_store_is_all_or_nothing(tmp_path):
         run_id = store.journal.start_run("delete-b", {})
         before = snapshot(store)
         with pytest.raises(StoreFullError):
-            store.journal.apply_delete(run_id, 0, ("big-0", "big-1", 0.9), "big-1", source="rule", reason="r",
-                                       metric="json")
+            store.journal.apply(run_id, 0, ("big-0", "big-1", 0.9), Decision("delete", "b", reason="r", source="rule"),
+                                metric="json")
         assert_unchanged(store, before)
         assert store.journal.run(run_id).cursor == 0
 

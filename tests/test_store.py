@@ -396,7 +396,7 @@ def test_search_empty_store(tmp_store):
 def test_transaction_rollback(tmp_store):
     tmp_store.add(Entry(id="keep", content="kept"))
     with pytest.raises(RuntimeError):
-        with tmp_store.transaction():
+        with tmp_store.atomic():
             tmp_store.add(Entry(id="a", content="x"))
             tmp_store.remove("keep")
             tmp_store.set_meta("k", "v")
@@ -407,6 +407,24 @@ def test_transaction_rollback(tmp_store):
         tmp_store.add_many([Entry(id="b", content="y"), Entry(id="c", content="z", links=("ghost",))])
     assert tmp_store.ids() == ["keep"]
     assert tmp_store.json_bytes() == json_size(tmp_store.get("keep"))
+
+
+def test_a_nested_block_rolls_back_alone_when_its_error_is_caught(tmp_store):
+    with tmp_store.atomic():
+        tmp_store.add(Entry(id="outer", content="written by the outer block"))
+        with pytest.raises(DuplicateIdError):
+            with tmp_store.atomic():
+                tmp_store.add(Entry(id="inner", content="written by the inner block"))
+                tmp_store.add(Entry(id="outer", content="a clash"))  # fails inside the savepoint
+        tmp_store.set_meta("after", "yes")
+    assert tmp_store.ids() == ["outer"] and tmp_store.get_meta("after") == "yes"
+    with pytest.raises(RuntimeError):  # and an error leaving the outer block still undoes everything
+        with tmp_store.atomic():
+            tmp_store.add(Entry(id="x", content="x"))
+            with tmp_store.atomic():
+                tmp_store.add(Entry(id="y", content="y"))
+            raise RuntimeError("boom")
+    assert tmp_store.ids() == ["outer"]
 
 
 def test_meta_vacuum_and_reopen(tmp_path):

@@ -49,7 +49,7 @@ from ..errors import (
 )
 from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
 from .journal import RunJournal
-from .schema import MIGRATIONS
+from .schema import ENTRY_COLUMNS, MIGRATIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..backends.encoder import Encoder
@@ -164,6 +164,7 @@ class MemoryStore:
         self._version = 0
         self._search_cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None
         self._in_tx = False
+        self._depth = 0
         try:
             self._migrate()
         except BaseException:
@@ -235,7 +236,7 @@ class MemoryStore:
         for migration in MIGRATIONS:
             if migration.name in done:
                 continue
-            with self.transaction():
+            with self.atomic():
                 for statement in _split_sql(migration.sql):
                     conn.execute(statement)
                 conn.execute(
@@ -249,13 +250,33 @@ class MemoryStore:
         return [r[0] for r in self._db.conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One SQLite write transaction (``BEGIN IMMEDIATE``); nested calls join it."""
+    def atomic(self) -> Iterator[None]:
+        """One SQLite write transaction (``BEGIN IMMEDIATE``) for the block.
+
+        Nested, it is a savepoint inside the outer transaction: an error that
+        leaves the inner block rolls back only the inner block's changes, so
+        a caller that catches it keeps the outer work (which still commits or
+        rolls back as a whole).
+        """
         with self._lock:
-            if self._in_tx:
-                yield
-                return
             conn = self._db.conn
+            if self._in_tx:
+                self._depth += 1
+                name = f"sp{self._depth}"
+                conn.execute(f"SAVEPOINT {name}")
+                try:
+                    yield
+                    conn.execute(f"RELEASE {name}")
+                except BaseException as exc:
+                    if conn.in_transaction:  # SQLITE_FULL may have rolled back everything already
+                        conn.execute(f"ROLLBACK TO {name}")
+                        conn.execute(f"RELEASE {name}")
+                    if _is_full(exc) and not isinstance(exc, StoreFullError):
+                        raise self._full_error() from exc
+                    raise
+                finally:
+                    self._depth -= 1
+                return
             conn.execute("BEGIN IMMEDIATE")
             self._in_tx = True
             try:
@@ -367,7 +388,7 @@ class MemoryStore:
             if e.id in seen:
                 raise DuplicateIdError(f"id {e.id!r} appears twice in the input")
             seen.add(e.id)
-        with self.transaction():
+        with self.atomic():
             taken = [e.id for e in batch if e.id in self]
             if taken:
                 raise DuplicateIdError(f"id {taken[0]!r} is already in the store ({len(taken)} taken in all)")
@@ -407,6 +428,13 @@ class MemoryStore:
             [(e.id, dst, i) for i, dst in enumerate(e.links)],
         )
 
+    def reinsert(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Put entry rows back exactly as they were (all of :data:`ENTRY_COLUMNS`, seq and embedding
+        included); used by undo. Links are restored separately with :meth:`add_links`."""
+        marks = ",".join("?" * len(ENTRY_COLUMNS.split(",")))
+        with self.atomic():
+            self._db.conn.executemany(f"INSERT INTO entries ({ENTRY_COLUMNS}) VALUES ({marks})", list(rows))
+
     def remove(self, entry_id: str) -> list[tuple[str, str, int]]:
         """Delete an entry and prune every link to or from it.
 
@@ -414,7 +442,7 @@ class MemoryStore:
         keeps history can restore them.
         """
         conn = self._db.conn
-        with self.transaction():
+        with self.atomic():
             if entry_id not in self:
                 raise _not_found(entry_id)
             removed = conn.execute(
@@ -429,7 +457,7 @@ class MemoryStore:
 
     def add_links(self, links: Iterable[tuple[str, str, int]]) -> None:
         """Re-insert links (``src, dst, ord``) between live entries; used by undo."""
-        with self.transaction():
+        with self.atomic():
             touched = set()
             for src, dst, ord_ in links:
                 if src in self and dst in self:
@@ -477,7 +505,7 @@ class MemoryStore:
         for start in range(0, len(digests), batch_size):
             chunk = digests[start : start + batch_size]
             vectors = encoder.embed([unique[d] for d in chunk])
-            with self.transaction():
+            with self.atomic():
                 for digest, vec in zip(chunk, vectors):
                     blob = np.asarray(vec, dtype=np.float32).tobytes()
                     for entry_id in rows_of[digest]:
@@ -498,7 +526,7 @@ class MemoryStore:
         if not _lookup_key(entry_id):
             raise _not_found(entry_id)
         blob = np.asarray(vector, dtype=np.float32).tobytes()
-        with self.transaction():
+        with self.atomic():
             cur = self._db.conn.execute(
                 "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash WHERE id = ?",
                 (blob, model_id, entry_id),
@@ -707,11 +735,11 @@ class MemoryStore:
         return row[0] if row else default
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.transaction():
+        with self.atomic():
             self._db.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def delete_meta(self, key: str) -> None:
-        with self.transaction():
+        with self.atomic():
             self._db.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 

@@ -4,7 +4,7 @@ A :class:`RunJournal` belongs to its :class:`~memrefine_edge.store.MemoryStore`
 (``store.journal``) and works on the store's connection through it; nothing
 else touches those tables.
 
-Every ``apply_*`` method makes one decision durable in ONE transaction: the
+:meth:`RunJournal.apply` (and ``apply_evict``) makes one decision durable in ONE transaction: the
 change to the memory (entries removed, entry created, links pruned), the
 copies of what was removed (``history`` / ``history_links``), the decision row
 (the audit log) and the run's cursor. A crash at any moment therefore leaves
@@ -38,23 +38,30 @@ from ..errors import (
     RunNotFoundError,
     UndoConflictError,
 )
+from ..decision import Decision
 from ..entry import Entry
+from .schema import ENTRY_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
     import sqlite_utils
 
     from .core import MemoryStore
 
-__all__ = ["RunJournal", "RunInfo", "DecisionRecord"]
+__all__ = ["RunJournal", "RunInfo", "DecisionRecord", "Effect"]
 
-_ENTRY_COLS = (
-    "seq, id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes,"
-    " embedding, embedding_model, embedded_hash"
-)
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one applied decision changed: entries removed and created, and the size before it."""
+
+    removed: tuple[str, ...]
+    created: tuple[str, ...]
+    size_before: int
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ class RunJournal:
     def start_run(self, method: str, params: dict[str, Any]) -> str:
         """Record a new run (status ``running``) and return its id."""
         run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
-        with self._store.transaction():
+        with self._store.atomic():
             self._db.conn.execute(
                 "INSERT INTO runs (run_id, started_at, status, method, params) VALUES (?, ?, 'running', ?, ?)",
                 (run_id, _now(), method, json.dumps(params, sort_keys=True)),
@@ -114,7 +121,7 @@ class RunJournal:
 
     def finish_run(self, run_id: str, report: dict[str, Any]) -> None:
         """Mark a run done and store its end report."""
-        with self._store.transaction():
+        with self._store.atomic():
             self._db.conn.execute(
                 "UPDATE runs SET status = 'done', finished_at = ?, report = ? WHERE run_id = ?",
                 (_now(), json.dumps(report), run_id),
@@ -178,7 +185,7 @@ class RunJournal:
         """Copy an entry and all its links into history before it is removed."""
         conn = self._db.conn
         conn.execute(
-            f"INSERT INTO history (run_id, step, {_ENTRY_COLS}) SELECT ?, ?, {_ENTRY_COLS} FROM entries WHERE id = ?",
+            f"INSERT INTO history (run_id, step, {ENTRY_COLUMNS}) SELECT ?, ?, {ENTRY_COLUMNS} FROM entries WHERE id = ?",
             (run_id, step, entry_id),
         )
 
@@ -201,9 +208,7 @@ class RunJournal:
         source: str,
         reason: str,
         merge_instruction: str,
-        created: Sequence[str],
-        removed: Sequence[str],
-        size_before: int,
+        effect: "Effect",
         metric: str,
         latency_ms: float,
     ) -> None:
@@ -214,7 +219,7 @@ class RunJournal:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id, step, pair[0], pair[1], pair[2], action, target, source, reason, merge_instruction,
-                json.dumps(list(created)), json.dumps(list(removed)), size_before,
+                json.dumps(list(effect.created)), json.dumps(list(effect.removed)), effect.size_before,
                 self._store.size(metric), float(latency_ms), _now(),
             ),
         )
@@ -222,83 +227,80 @@ class RunJournal:
         if cur.rowcount != 1:  # a second writer or a replayed step: refuse rather than double-apply
             raise JournalConflictError(f"run {run_id}: step {step} is out of order (journal cursor moved)")
 
-    def apply_delete(
-        self, run_id: str, step: int, pair: tuple[str, str, float], target_id: str, *,
-        source: str, reason: str, metric: str, latency_ms: float = 0.0,
-    ) -> None:
-        """Delete ``target_id`` (one of the pair), prune its links, audit it."""
-        with self._store.transaction():
-            before = self._store.size(metric)
-            self._remove(run_id, step, target_id)
-            self._record(
-                run_id, step, pair=pair, action="delete", target=target_id, source=source, reason=reason,
-                merge_instruction="", created=[], removed=[target_id], size_before=before, metric=metric,
-                latency_ms=latency_ms,
-            )
+    def _require(self, *entry_ids: str) -> None:
+        # Removed by another connection since the pair was proposed: nothing to apply.
+        for entry_id in entry_ids:
+            if entry_id not in self._store:
+                self._store.get(entry_id)  # raises EntryNotFoundError
 
-    def apply_merge(
-        self, run_id: str, step: int, pair: tuple[str, str, float], merged: Entry, embedding: np.ndarray,
-        model_id: str, *, source: str, reason: str, merge_instruction: str, metric: str, latency_ms: float = 0.0,
-    ) -> None:
-        """Replace both entries of the pair by ``merged`` (with its fresh embedding).
+    def apply(
+        self, run_id: str, step: int, pair: tuple[str, str, float], decision: Decision, *, metric: str,
+        merged: Entry | None = None, embedding: np.ndarray | None = None, model_id: str = "",
+        latency_ms: float = 0.0,
+    ) -> "Effect":
+        """Make one decision durable: its change to the memory, the undo history, the audit row and the cursor.
 
-        Links other entries had to either side are redirected to the merged
-        entry, so the graph keeps its shape; the history keeps the originals.
+        All in one transaction. ``delete`` removes the pair's ``decision.target``
+        entry; ``merge`` replaces both by ``merged`` (with its fresh
+        ``embedding`` of ``model_id``), redirecting the links other entries had
+        to either side; ``preserve`` records the pair so it is never proposed
+        again. Returns what changed. :class:`EntryNotFoundError` (nothing
+        written) if an entry of the pair is gone.
         """
         a_id, b_id, _ = pair
-        conn = self._db.conn
-        with self._store.transaction():
+        with self._store.atomic():
+            self._require(a_id, b_id)
             before = self._store.size(metric)
-            incoming = [
-                r[0] for r in conn.execute(
-                    "SELECT DISTINCT src FROM links WHERE dst IN (?, ?) AND src NOT IN (?, ?) ORDER BY src",
-                    (a_id, b_id, a_id, b_id),
+            if decision.action == "delete":
+                target_id = a_id if decision.target == "a" else b_id
+                self._remove(run_id, step, target_id)
+                effect = Effect(removed=(target_id,), created=(), size_before=before)
+            elif decision.action == "merge":
+                if merged is None or embedding is None:
+                    raise ValueError("a merge needs the merged entry and its embedding")
+                self._merge(run_id, step, a_id, b_id, merged, embedding, model_id)
+                effect = Effect(removed=(a_id, b_id), created=(merged.id,), size_before=before)
+            else:
+                lo, hi = sorted((a_id, b_id))
+                self._db.conn.execute(
+                    "INSERT OR IGNORE INTO preserved (a_id, b_id, run_id) VALUES (?, ?, ?)", (lo, hi, run_id)
                 )
-            ]
-            self._remove(run_id, step, a_id)
-            self._remove(run_id, step, b_id)
-            self._store.add(merged, unknown_links="drop")
-            self._store.set_embedding(merged.id, embedding, model_id)
-            redirected = []
-            for src in incoming:
-                next_ord = conn.execute("SELECT COALESCE(MAX(ord) + 1, 0) FROM links WHERE src = ?", (src,)).fetchone()[0]
-                redirected.append((src, merged.id, next_ord))
-            self._store.add_links(redirected)
+                effect = Effect(removed=(), created=(), size_before=before)
             self._record(
-                run_id, step, pair=pair, action="merge", target=None, source=source, reason=reason,
-                merge_instruction=merge_instruction, created=[merged.id], removed=[a_id, b_id],
-                size_before=before, metric=metric, latency_ms=latency_ms,
+                run_id, step, pair=pair, action=decision.action,
+                target=effect.removed[0] if decision.action == "delete" else None, source=decision.source,
+                reason=decision.reason, merge_instruction=decision.merge_instruction if decision.action == "merge"
+                else "", effect=effect, metric=metric, latency_ms=latency_ms,
             )
+        return effect
 
-    def apply_preserve(
-        self, run_id: str, step: int, pair: tuple[str, str, float], *,
-        source: str, reason: str, metric: str, latency_ms: float = 0.0,
-    ) -> None:
-        """Record a pair as judged preserve: it is never proposed again."""
-        a_id, b_id, _ = pair
-        lo, hi = sorted((a_id, b_id))
-        with self._store.transaction():
-            for entry_id in (a_id, b_id):  # removed by another connection meanwhile: nothing to record
-                if entry_id not in self._store:
-                    self._store.get(entry_id)  # raises EntryNotFoundError
-            before = self._store.size(metric)
-            self._db.conn.execute(
-                "INSERT OR IGNORE INTO preserved (a_id, b_id, run_id) VALUES (?, ?, ?)", (lo, hi, run_id)
+    def _merge(self, run_id: str, step: int, a_id: str, b_id: str, merged: Entry, embedding: np.ndarray,
+               model_id: str) -> None:
+        conn = self._db.conn
+        incoming = [
+            r[0] for r in conn.execute(
+                "SELECT DISTINCT src FROM links WHERE dst IN (?, ?) AND src NOT IN (?, ?) ORDER BY src",
+                (a_id, b_id, a_id, b_id),
             )
-            self._record(
-                run_id, step, pair=pair, action="preserve", target=None, source=source, reason=reason,
-                merge_instruction="", created=[], removed=[], size_before=before, metric=metric,
-                latency_ms=latency_ms,
-            )
+        ]
+        self._remove(run_id, step, a_id)
+        self._remove(run_id, step, b_id)
+        self._store.add(merged, unknown_links="drop")
+        self._store.set_embedding(merged.id, embedding, model_id)
+        redirected = []
+        for src in incoming:
+            next_ord = conn.execute("SELECT COALESCE(MAX(ord) + 1, 0) FROM links WHERE src = ?", (src,)).fetchone()[0]
+            redirected.append((src, merged.id, next_ord))
+        self._store.add_links(redirected)
 
     def apply_evict(self, run_id: str, step: int, entry_id: str, *, reason: str, metric: str) -> None:
         """Strict-budget eviction of one entry, audited like any decision."""
-        with self._store.transaction():
+        with self._store.atomic():
             before = self._store.size(metric)
             self._remove(run_id, step, entry_id)
             self._record(
                 run_id, step, pair=(entry_id, None, None), action="evict", target=entry_id, source="evict",
-                reason=reason, merge_instruction="", created=[], removed=[entry_id], size_before=before,
+                reason=reason, merge_instruction="", effect=Effect(removed=(entry_id,), created=(), size_before=before),
                 metric=metric, latency_ms=0.0,
             )
 
@@ -325,7 +327,7 @@ class RunJournal:
             raise HistoryPurgedError(f"the history of run {run_id} was purged; it cannot be undone")
         conn = self._db.conn
         decisions = self.decisions(run_id)
-        with self._store.transaction():
+        with self._store.atomic():
             # An id the run removed may have been added again since (by the app):
             # restoring it would collide. Refuse before changing anything.
             created = {c for d in decisions for c in d.created_ids}
@@ -344,12 +346,10 @@ class RunJournal:
                     if created in self._store:
                         self._store.remove(created)
                 rows = conn.execute(
-                    f"SELECT {_ENTRY_COLS} FROM history WHERE run_id = ? AND step = ? ORDER BY seq",
+                    f"SELECT {ENTRY_COLUMNS} FROM history WHERE run_id = ? AND step = ? ORDER BY seq",
                     (run_id, d.step),
                 ).fetchall()
-                marks = ",".join("?" * 12)
-                for row in rows:
-                    conn.execute(f"INSERT INTO entries ({_ENTRY_COLS}) VALUES ({marks})", row)
+                self._store.reinsert(rows)
                 links = conn.execute(
                     "SELECT src, dst, ord FROM history_links WHERE run_id = ? AND step = ? ORDER BY rowid",
                     (run_id, d.step),
@@ -376,7 +376,7 @@ class RunJournal:
         needs its history. Returns entries purged.
         """
         conn = self._db.conn
-        with self._store.transaction():
+        with self._store.atomic():
             unfinished = self.unfinished_run()
             # SQL's "!= NULL" is never true: a run id no run has stands for "none kept".
             keep = unfinished.run_id if unfinished is not None else ""

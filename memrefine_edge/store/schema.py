@@ -7,9 +7,16 @@ append a new one.
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "Migration"]
+__all__ = ["MIGRATIONS", "Migration", "ENTRY_COLUMNS"]
 
 from dataclasses import dataclass
+
+
+#: Every column of an entry row, in table order: what the undo history copies and restores.
+ENTRY_COLUMNS = (
+    "seq, id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes,"
+    " embedding, embedding_model, embedded_hash"
+)
 
 
 @dataclass(frozen=True)
