@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from .errors import BudgetError
@@ -73,7 +73,7 @@ def get_budget(store: "MemoryStore") -> StandingBudget | None:
 def set_budget(store: "MemoryStore", *, target_bytes: int, metric: str, spec: str) -> StandingBudget:
     """Record ``target_bytes`` (already validated) as the store's standing budget."""
     budget = StandingBudget(bytes=int(target_bytes), metric=metric, spec=str(spec),
-                            set_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                            set_at=datetime.now(UTC).isoformat(timespec="seconds"))
     store.set_meta(_META_KEY, json.dumps(asdict(budget)))
     return budget
 

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from .decision import Decision
 from .errors import (
     BudgetError,
     ConfigurationError,
@@ -42,7 +42,6 @@ from .errors import (
     RunInterruptedError,
     RunLockedError,
 )
-from .decision import Decision
 from .methods import Method, PairContext, get_method
 from .store import METRICS, Entry, MemoryStore, RunLock
 
@@ -182,7 +181,7 @@ def build_merged_entry(a: Entry, b: Entry, *, content: str, keywords: tuple[str,
     ``merged_from``.
     """
     new_id = merged_entry_id(a.id, b.id)
-    links = tuple(dict.fromkeys(l for l in (*a.links, *b.links) if l not in (a.id, b.id, new_id)))
+    links = tuple(dict.fromkeys(link for link in (*a.links, *b.links) if link not in (a.id, b.id, new_id)))
     metadata = {**dict(b.metadata), **dict(a.metadata), "merged_from": [a.id, b.id]}
     return Entry(
         id=new_id,
@@ -248,7 +247,7 @@ class Compressor:
     # --- budget --------------------------------------------------------------
 
     def target_bytes(self, *, budget: float | None = None, budget_bytes: int | None = None) -> int:
-        """Validate a budget (ratio of the current size, or bytes) and return it in bytes (see :func:`resolve_target`)."""
+        """Validate a budget (ratio of the current size, or bytes) and return it in bytes (:func:`resolve_target`)."""
         return resolve_target(self.store, metric=self.metric, budget=budget, budget_bytes=budget_bytes,
                               dim=self.encoder.dim)
 
@@ -286,7 +285,7 @@ class Compressor:
 
     def _run(self, *, budget, budget_bytes, resume, max_decisions) -> CompressionReport:
         store, journal = self.store, self.store.journal
-        clock: Counter[str] = Counter()
+        clock: dict[str, float] = defaultdict(float)  # seconds per stage
         # Method options (tau, ...) are part of what must match for an
         # automatic resume: continuing with another threshold would silently
         # change the run.
@@ -430,7 +429,7 @@ class Compressor:
         clock["apply"] += time.perf_counter() - t
         return "preserve", decision.source
 
-    def _merge(self, a: Entry, b: Entry, instruction: str, clock: Counter[str]) -> Entry | None:
+    def _merge(self, a: Entry, b: Entry, instruction: str, clock: dict[str, float]) -> Entry | None:
         if self.merger is None:
             raise ConfigurationError(f"method {self.method.name!r} decided to merge but no merger was given")
         t = time.perf_counter()
@@ -487,7 +486,8 @@ class Compressor:
         return self.store.size(self.metric) - self._outsiders.bytes()
 
     def _sizes(self) -> dict[str, int]:
-        return {"entries": len(self.store), "json_bytes": self.store.json_bytes(), "disk_bytes": self.store.disk_bytes()}
+        store = self.store
+        return {"entries": len(store), "json_bytes": store.json_bytes(), "disk_bytes": store.disk_bytes()}
 
     def _tick(self, step: int, target: int, actions: Counter[str], started: float, done: int) -> None:
         if self.progress is None:

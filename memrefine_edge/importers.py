@@ -54,9 +54,10 @@ import os
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any
 
 from .errors import DuplicateIdError, ExportError, ImportFormatError, InvalidEntryError
 from .store import Entry, MemoryStore, validate_entry
@@ -248,7 +249,8 @@ def _session_date(conv: dict, session: int) -> tuple[str, ...]:
 
 
 def _parse_locomo_turns(path: Path, sample_id: str | None) -> _Parsed:
-    entries, skipped = [], Counter()
+    entries: list[Entry] = []
+    skipped: Counter[str] = Counter()
     for n, sample in _locomo_samples(path, sample_id):
         sid, conv = sample["sample_id"], sample["conversation"]
         for session, key in _sessions(conv):
@@ -277,7 +279,7 @@ def _parse_locomo_turns(path: Path, sample_id: str | None) -> _Parsed:
                     links=(prev,) if prev else (),
                     timestamps=date,
                     metadata={"sample_id": sid, "session": session, "speaker": speaker},
-                    provenance=(dia_id,),
+                    provenance=(str(dia_id),),
                 )
                 entries.append(_checked(entry, f"record {n} ({where})"))
                 prev = entry.id
@@ -285,7 +287,8 @@ def _parse_locomo_turns(path: Path, sample_id: str | None) -> _Parsed:
 
 
 def _parse_locomo_observations(path: Path, sample_id: str | None) -> _Parsed:
-    entries, skipped = [], Counter()
+    entries: list[Entry] = []
+    skipped: Counter[str] = Counter()
     for n, sample in _locomo_samples(path, sample_id):
         sid, conv, obs = sample["sample_id"], sample["conversation"], sample.get("observation")
         if not isinstance(obs, dict):
@@ -325,7 +328,9 @@ def _parse_locomo_observations(path: Path, sample_id: str | None) -> _Parsed:
 
 def _parse_text(path: Path) -> _Parsed:
     text = _read_text(path).replace("\r\n", "\n").replace("\r", "\n")
-    entries, para, start = [], [], 0
+    entries: list[Entry] = []
+    para: list[str] = []
+    start = 0
     lines = text.split("\n") + [""]  # the sentinel flushes the last paragraph
     for i, line in enumerate(lines, 1):
         if line.strip():
@@ -392,7 +397,7 @@ def _parse_amem(path: Path) -> _Parsed:
             raise _record_error(n, f"an A-MEM note must be an object, got {_jtype(rec)}")
     ids = [_id_field(rec, n) for n, rec in enumerate(records, 1)]
     known, entries, dropped = set(ids), [], 0
-    for n, (rec, note_id) in enumerate(zip(records, ids), 1):
+    for n, (rec, note_id) in enumerate(zip(records, ids, strict=True), 1):
         raw_links = rec.get("links") or []
         if isinstance(raw_links, dict):  # some versions keep {id: weight}
             raw_links = list(raw_links)
@@ -539,7 +544,7 @@ def import_file(
     with store.atomic():
         stored = store.add_many(entries, unknown_links="drop" if drop_unknown_links else "error")
         embedded = store.ensure_embeddings(encoder) if encoder is not None else 0
-    dropped = sum(len(a.links) - len(b.links) for a, b in zip(entries, stored))
+    dropped = sum(len(a.links) - len(b.links) for a, b in zip(entries, stored, strict=True))
     reasons = Counter(dict(report.reasons))
     if dropped:
         reasons["link to an unknown id"] += dropped

@@ -48,7 +48,7 @@ covers it.
 from __future__ import annotations
 
 import heapq
-from typing import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
@@ -233,7 +233,7 @@ class PairQueue:
 
     def __contains__(self, entry_id: object) -> bool:
         """Whether ``entry_id`` is a live entry."""
-        idx = self._pos.get(entry_id)  # type: ignore[arg-type]
+        idx = self._pos.get(entry_id)
         return idx is not None and bool(self._alive[idx])
 
     @property

@@ -82,18 +82,20 @@ class Backends:
         """The memrefine judge (default: fast path, the bundled GGUF or ``judge_model``, fact guard)."""
         from .judge import default_judge
 
-        llm_threads = {"n_threads": config.threads} if config.threads else {}
-        return default_judge(config.judge_model, merge_min_similarity=config.merge_min_similarity, **llm_threads)
+        # The LLM defaults to one thread: with two, while another process was busy, it ran 4x slower.
+        return default_judge(config.judge_model, merge_min_similarity=config.merge_min_similarity,
+                             n_threads=config.threads or 1)
 
     def merger(self, config: PipelineConfig) -> "Merger":
         """The merger: deterministic and fact-keeping, or ``merge_model`` behind the fact check."""
         from .merger import GuardedMerger, LlamaMerger
 
-        llm_threads = {"n_threads": config.threads} if config.threads else {}
         # Measured: the bundled 135M model writes invalid or fact-inventing merges
         # (17 of 17, ~18 s each), so without a merge model the merge is the
         # deterministic one (both entries' fact sentences, filler dropped).
-        return GuardedMerger(LlamaMerger(config.merge_model, **llm_threads) if config.merge_model else None)
+        if not config.merge_model:
+            return GuardedMerger(None)
+        return GuardedMerger(LlamaMerger(config.merge_model, n_threads=config.threads or 1))
 
     def method(self, config: PipelineConfig) -> "Method":
         """The compression method named by ``config.method``."""

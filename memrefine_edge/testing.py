@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .methods import Method
@@ -54,8 +55,8 @@ class HashEncoder(Encoder):
 
 # --- judge and merger fakes -------------------------------------------------------
 
-from .errors import JudgeOutputError  # noqa: E402
 from .decision import Decision  # noqa: E402
+from .errors import JudgeOutputError  # noqa: E402
 from .judge import Judge  # noqa: E402
 from .merger import MergedEntry, Merger  # noqa: E402
 

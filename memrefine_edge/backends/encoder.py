@@ -10,9 +10,10 @@ from __future__ import annotations
 import abc
 import os
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -161,7 +162,8 @@ class OnnxEncoder(Encoder):
         # Heavy imports live here so `import memrefine_edge` stays fast.
         import onnxruntime as ort
 
-        from .model_files import FETCH_COMMAND, default_encoder_path, model_path as resolve, sha256_file, verify_digest
+        from .model_files import FETCH_COMMAND, default_encoder_path, sha256_file, verify_digest
+        from .model_files import model_path as resolve
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")

@@ -21,9 +21,10 @@ import atexit
 import json
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -177,7 +178,8 @@ def chat_prompt(llm: "Llama", messages: Sequence[dict[str, str]]) -> str:
     eos = llm._model.token_get_text(eos_id) if eos_id >= 0 else ""
     bos = llm._model.token_get_text(bos_id) if bos_id >= 0 else ""
     fmt = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-    return fmt(messages=list(messages)).prompt
+    chat: Any = list(messages)  # plain role/content dicts; llama-cpp-python types them as TypedDicts
+    return fmt(messages=chat).prompt
 
 
 def tokenize(llm: "Llama", text: str) -> list[int]:
@@ -257,7 +259,7 @@ class LlamaModel:
 
     def load(self) -> None:
         """Load the model now (:class:`ModelLoadError` for a file llama.cpp cannot load)."""
-        self.llm
+        load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
 
     def chat(self, messages: Sequence[dict[str, str]]) -> str:
         """The prompt text for chat ``messages`` (the GGUF's own template)."""
@@ -287,7 +289,7 @@ class LlamaModel:
 
                 self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
             kwargs["grammar"] = self._grammars[key]
-        out = llm.create_completion(ids, max_tokens=max_tokens, temperature=0.0, top_k=1, seed=self.seed,
+        out: Any = llm.create_completion(ids, max_tokens=max_tokens, temperature=0.0, top_k=1, seed=self.seed,
                                     stop=list(stop), **kwargs)
         usage = out.get("usage", {}) if isinstance(out, dict) else {}
         return Completion(text=str(out["choices"][0]["text"]), prompt_tokens=len(ids),

@@ -82,7 +82,7 @@ def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, qa_limit,
         metric=metric, mode=mode, merger=merger, judge_model=judge_model, answer_model=answer_model,
         merge_min_similarity=merge_min_similarity,
         text_dir=text_dir, keep_stores=keep_stores,
-        command="memrefine " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        command="memrefine " + " ".join(shlex.quote(_shown(a)) for a in sys.argv[1:]),
     )
     results = run_eval(config, log=log)
     summary = results["summary"]
@@ -94,3 +94,10 @@ def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, qa_limit,
         if base.get("recall") is not None:
             lines.append(f"  {name:10} recall@10 base {base['recall']:.3f} {cells}")
     emit(data_out, as_json, "\n".join(lines))
+
+
+def _shown(arg: str) -> str:
+    """A command-line word as results record it: an existing absolute path made portable."""
+    from ..eval.report import portable
+
+    return portable(arg) if arg.startswith("/") and Path(arg).exists() else arg

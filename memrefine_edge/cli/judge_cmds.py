@@ -62,7 +62,7 @@ def _fill_similarity(pairs: list[dict[str, Any]]) -> None:
     enc = (current_backends() or Backends()).encoder(PipelineConfig())
     va = enc.embed([p["a"] for p in todo])
     vb = enc.embed([p["b"] for p in todo])
-    for p, x, y in zip(todo, va, vb):
+    for p, x, y in zip(todo, va, vb, strict=True):
         p["similarity"] = max(-1.0, min(1.0, float((x * y).sum())))
 
 

@@ -39,9 +39,10 @@ import sqlite3
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,10 +51,10 @@ from .metrics import CATEGORY_NAMES, score_qa
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..backends.encoder import Encoder
-    from ..store.journal import DecisionRecord
     from ..merger import Merger
     from ..methods import Method
     from ..store import MemoryStore
+    from ..store.journal import DecisionRecord
 
 __all__ = [
     "EvalError", "Answerer", "LlamaAnswerer", "EvalConfig", "Question", "STORE_KINDS",
@@ -192,7 +193,7 @@ def load_questions(sample: Mapping[str, Any]) -> list[Question]:
     out = []
     for i, rec in enumerate(sample.get("qa", [])):
         if isinstance(rec, dict) and rec.get("category") in CATEGORY_NAMES and isinstance(rec.get("question"), str):
-            out.append(Question(i, rec["question"], int(rec["category"]), evidence_ids(rec.get("evidence")), rec))
+            out.append(Question(i, rec["question"], int(rec["category"]), evidence_ids(rec.get("evidence") or ()), rec))
     return out
 
 
@@ -355,13 +356,14 @@ def _view(store: "MemoryStore", encoder: "Encoder", q_emb: np.ndarray, k: int) -
     return _View(ids, contents, [frozenset(entries[i].provenance) for i in ids], top_k(matrix, q_emb, k))
 
 
-def _recall(view: _View, questions: Sequence[Question], has_prov: bool) -> tuple[dict[str, Any] | None, list[frozenset[str]]]:
+def _recall(view: _View, questions: Sequence[Question],
+            has_prov: bool) -> tuple[dict[str, Any] | None, list[frozenset[str]]]:
     found = [view.found(i, q.evidence) for i, q in enumerate(questions)]
     if not has_prov:
         return None, found
-    sums: Counter[int] = Counter()
+    sums: dict[int, float] = defaultdict(float)
     counts: Counter[int] = Counter()
-    for q, f in zip(questions, found):
+    for q, f in zip(questions, found, strict=True):
         if q.evidence:
             sums[q.category] += len(f) / len(q.evidence)
             counts[q.category] += 1
@@ -370,7 +372,7 @@ def _recall(view: _View, questions: Sequence[Question], has_prov: bool) -> tuple
 
 
 def _qa(view: _View, questions: Sequence[Question], chosen: Sequence[int], answerer: Answerer) -> dict[str, Any]:
-    f1: Counter[int] = Counter()
+    f1: dict[int, float] = defaultdict(float)
     em: Counter[int] = Counter()
     n: Counter[int] = Counter()
     for qi in chosen:
@@ -400,7 +402,7 @@ def attribute_loss(questions: Sequence[Question], base_found: Sequence[frozenset
     carries it; the last removal's source), ``merged, outranked`` (a merged
     entry carries it but is not retrieved) or ``kept, outranked``.
     """
-    lost_q = [(q, b - f) for q, b, f in zip(questions, base_found, found) if b - f]
+    lost_q = [(q, b - f) for q, b, f in zip(questions, base_found, found, strict=True) if b - f]
     lost_ids = {e for _, ids in lost_q for e in ids}
     prov = dict(base_provenance)
     made_by: dict[str, str] = {}
@@ -451,19 +453,106 @@ def attribute_loss(questions: Sequence[Question], base_found: Sequence[frozenset
 
 
 def _default_factory(name: str, config: EvalConfig) -> "tuple[Method, Merger | None]":
-    from ..merger import GuardedMerger, LlamaMerger
-    from ..methods import get_method
+    """The method and merger of one compression, from the pipeline (fresh state each time)."""
+    from ..pipeline import Backends, PipelineConfig
 
-    merger = GuardedMerger(LlamaMerger(config.judge_model, n_threads=config.threads)
-                           if config.merger == "llm" else None)
-    if name == "memrefine":
-        from ..judge import default_judge
+    merge_model = config.judge_model if config.merger == "llm" else None
+    pipe = PipelineConfig(method=name, judge_model=config.judge_model, merge_model=merge_model,
+                          threads=config.threads,
+                          merge_min_similarity=config.merge_min_similarity if name == "memrefine" else None)
+    pipe.validate()
+    # The run embeds with its own encoder (one per evaluation), so only the method and merger are built here.
+    parts = Backends()
+    return parts.method(pipe), parts.merger(pipe)
 
-        judge = default_judge(config.judge_model, n_threads=config.threads,
-                              merge_min_similarity=config.merge_min_similarity)
-        return get_method(name, judge=judge), merger
-    _methods_known(())
-    return get_method(name), merger
+
+@dataclass
+class _Sample:
+    """One conversation: its questions, the sampled QA questions, its base store and question vectors."""
+
+    sid: str
+    questions: list[Question]
+    chosen_q: list[Question]
+    chosen: list[int]
+    base_path: Path
+    q_emb: np.ndarray
+    has_prov: bool
+
+
+class _Run:
+    """One evaluation in progress: shared models, results, and the clock for log lines."""
+
+    def __init__(self, config: EvalConfig, encoder: "Encoder", answerer: Answerer | None,
+                 factory: MethodFactory, log: Callable[[str], None]) -> None:
+        self.config, self.encoder, self.answerer, self.factory, self.log = config, encoder, answerer, factory, log
+        self.t0 = time.perf_counter()
+
+    def say(self, message: str) -> None:
+        self.log(f"[{time.perf_counter() - self.t0:7.1f}s] {message}")
+
+    def sample(self, raw: dict[str, Any], cache: Path) -> _Sample:
+        config, encoder = self.config, self.encoder
+        sid = raw["sample_id"]
+        questions = load_questions(raw)
+        chosen_q = stratified_sample(questions, config.qa_limit, seed=config.seed, key=sid) if config.qa else []
+        pos = {q.index: i for i, q in enumerate(questions)}
+        self.say(f"{sid}: building/loading the {config.store} store")
+        base_path = base_store(config, sid, encoder, cache)
+        q_emb = encoder.embed([q.text for q in questions]) if questions else np.zeros((0, encoder.dim), np.float32)
+        return _Sample(sid, questions, chosen_q, [pos[q.index] for q in chosen_q], base_path, q_emb,
+                       config.store != "text")
+
+    def measure(self, sample: _Sample, store: "MemoryStore",
+                label: str) -> tuple[dict[str, Any], list[frozenset[str]], _View]:
+        view = _view(store, self.encoder, sample.q_emb, self.config.k)
+        recall, found = _recall(view, sample.questions, sample.has_prov)
+        qa = None
+        if self.config.qa and self.answerer is not None and sample.chosen:
+            self.say(f"{sample.sid} {label}: answering {len(sample.chosen)} questions")
+            qa = _qa(view, sample.questions, sample.chosen, self.answerer)
+        sizes = {"entries": len(store), "json_bytes": store.json_bytes(), "disk_bytes": store.disk_bytes()}
+        return {**sizes, "recall": recall, "qa": qa}, found, view
+
+    def compress(self, sample: _Sample, name: str, budget: float, path: Path, method: "Method",
+                 merger: "Merger | None", base: dict[str, Any], base_found: list[frozenset[str]],
+                 base_prov: dict[str, frozenset[str]]) -> dict[str, Any]:
+        """Compress the store at ``path`` to ``budget`` of the base size and measure it."""
+        from ..compressor import Compressor
+        from ..store import MemoryStore
+
+        config = self.config
+        self.say(f"{sample.sid} {name} budget {budget:g}: compressing")
+        last = [time.perf_counter()]
+
+        def progress(p: Any) -> None:
+            if time.perf_counter() - last[0] >= 30:
+                last[0] = time.perf_counter()
+                self.say(f"{sample.sid} {name} budget {budget:g}: step {p.step}, {p.size:,}/{p.target:,} B, "
+                         f"{dict(p.counts)}")
+
+        merge_calls = int(getattr(merger, "stats", {}).get("llm_calls", 0))
+        with MemoryStore(path, create=False) as store:
+            comp = Compressor(store, encoder=self.encoder, method=method, merger=merger, metric=config.metric,
+                              mode=config.mode, progress=progress)
+            started = time.perf_counter()
+            rep = comp.run(budget_bytes=max(1, int(base[f"{config.metric}_bytes"] * budget)))
+            secs = time.perf_counter() - started
+            llm = rep.llm_calls + int(getattr(merger, "stats", {}).get("llm_calls", 0)) - merge_calls
+            m, found, view = self.measure(sample, store, f"{name} {budget:g}")
+            m.update(budget=budget, ratio_json=m["json_bytes"] / base["json_bytes"],
+                     ratio_disk=m["disk_bytes"] / base["disk_bytes"], target_bytes=rep.target_bytes,
+                     budget_met=rep.budget_met, stop_reason=rep.stop_reason, actions=rep.actions,
+                     sources=rep.sources, seconds=round(secs, 3), llm_calls=llm)
+            if sample.has_prov and abs(budget - config.attribution_budget) < 1e-9 and base["recall"]["n"]:
+                drop = (base["recall"]["sum"] - m["recall"]["sum"]) / base["recall"]["n"]
+                if drop > config.attribution_drop:
+                    m["attribution"] = attribute_loss(sample.questions, base_found, found,
+                                                      store.journal.decisions(), base_prov, view.ids)
+        self.say(f"{sample.sid} {name} budget {budget:g}: ratio {m['ratio_json']:.3f}, {m['entries']} entries, "
+                 f"{secs:.1f}s, {llm} LLM calls"
+                 + (f", recall@{config.k} {m['recall']['sum'] / max(1, m['recall']['n']):.3f}"
+                    if sample.has_prov else ""))
+        return m
 
 
 def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_factory: MethodFactory | None = None,
@@ -476,110 +565,60 @@ def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_fac
     Input is validated before anything is written. ``results.json`` and the
     report are rewritten after each measurement, so a stopped run keeps them.
     """
-    from ..compressor import Compressor
-    from .report import machine_info, write_json, write_report
     from ..store import MemoryStore
+    from .report import machine_info, portable, write_json, write_report
 
     samples = validate_config(config, known_methods=extra_methods)
     budgets = sorted({float(b) for b in config.budgets if b < 1}, reverse=True)
-    factory = method_factory or _default_factory
     if encoder is None:
         from ..backends.encoder import OnnxEncoder
 
         encoder = OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
     if config.qa and answerer is None:
         answerer = LlamaAnswerer(model_path=config.answer_model, n_threads=config.threads)
+    run = _Run(config, encoder, answerer, method_factory or _default_factory, log)
     out = config.out
     cache, work = out / "cache", out / "work"
     work.mkdir(parents=True, exist_ok=True)
-    cfg = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
+    cfg = {k: (portable(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
     results: dict[str, Any] = {
         "config": cfg, "command": config.command, "machine": machine_info(_version()), "encoder": encoder.model_id,
         "answerer": answerer.describe() if (config.qa and answerer) else None, "budgets": budgets,
         "has_recall": config.store != "text", "category_names": {str(c): n for c, n in CATEGORY_NAMES.items()},
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "samples": {},
     }
-    t0 = time.perf_counter()
-    for sample in samples:
-        sid = sample["sample_id"]
-        questions = load_questions(sample)
-        chosen_q = stratified_sample(questions, config.qa_limit, seed=config.seed, key=sid) if config.qa else []
-        pos = {q.index: i for i, q in enumerate(questions)}
-        chosen = [pos[q.index] for q in chosen_q]
-        log(f"[{time.perf_counter() - t0:7.1f}s] {sid}: building/loading the {config.store} store")
-        base_path = base_store(config, sid, encoder, cache)
-        q_emb = encoder.embed([q.text for q in questions]) if questions else np.zeros((0, encoder.dim), np.float32)
-        has_prov = config.store != "text"
-
-        def measure(store: MemoryStore, label: str) -> tuple[dict[str, Any], list[frozenset[str]], _View]:
-            view = _view(store, encoder, q_emb, config.k)
-            recall, found = _recall(view, questions, has_prov)
-            qa = None
-            if config.qa and answerer is not None and chosen:
-                log(f"[{time.perf_counter() - t0:7.1f}s] {sid} {label}: answering {len(chosen)} questions")
-                qa = _qa(view, questions, chosen, answerer)
-            sizes = {"entries": len(store), "json_bytes": store.json_bytes(), "disk_bytes": store.disk_bytes()}
-            return {**sizes, "recall": recall, "qa": qa}, found, view
-
-        with MemoryStore(base_path, create=False) as store:
-            base, base_found, _ = measure(store, "base")
+    for raw in samples:
+        sample = run.sample(raw, cache)
+        with MemoryStore(sample.base_path, create=False) as store:
+            base, base_found, _ = run.measure(sample, store, "base")
             base_prov = {e.id: frozenset(e.provenance) for e in store.entries()}
-        srec: dict[str, Any] = {"questions": len(questions), "with_evidence": sum(bool(q.evidence) for q in questions),
-                                "qa_questions": [q.index for q in chosen_q], "base": base, "methods": {}}
-        results["samples"][sid] = srec
+        srec: dict[str, Any] = {"questions": len(sample.questions),
+                                "with_evidence": sum(bool(q.evidence) for q in sample.questions),
+                                "qa_questions": [q.index for q in sample.chosen_q], "base": base, "methods": {}}
+        results["samples"][sample.sid] = srec
         for name in config.methods:
-            runs: dict[str, Any] = {}
-            srec["methods"][name] = runs
-            chain_path = work / f"{sid}-{name}.db"
+            runs: dict[str, Any] = srec["methods"].setdefault(name, {})
+            chain_path = work / f"{sample.sid}-{name}.db"
             cum_s, cum_llm = 0.0, 0
             for bi, b in enumerate(budgets):
-                path = chain_path if config.chain else work / f"{sid}-{name}-{b:g}.db"
+                path = chain_path if config.chain else work / f"{sample.sid}-{name}-{b:g}.db"
                 if bi == 0 or not config.chain:  # a fresh copy and fresh method state per compression
                     path.unlink(missing_ok=True)
-                    _copy_db(base_path, path)
-                    method, merger = factory(name, config)
+                    _copy_db(sample.base_path, path)
+                    method, merger = run.factory(name, config)
                     cum_s, cum_llm = 0.0, 0
-                log(f"[{time.perf_counter() - t0:7.1f}s] {sid} {name} budget {b:g}: compressing")
-                last = [time.perf_counter()]
-
-                def progress(p: Any, _name: str = name, _b: float = b) -> None:
-                    if time.perf_counter() - last[0] >= 30:
-                        last[0] = time.perf_counter()
-                        log(f"[{last[0] - t0:7.1f}s] {sid} {_name} budget {_b:g}: step {p.step}, "
-                            f"{p.size:,}/{p.target:,} B, {dict(p.counts)}")
-
-                merge_calls = int(getattr(merger, "stats", {}).get("llm_calls", 0))
-                with MemoryStore(path, create=False) as store:
-                    comp = Compressor(store, encoder=encoder, method=method, merger=merger, metric=config.metric,
-                                      mode=config.mode, progress=progress)
-                    started = time.perf_counter()
-                    rep = comp.run(budget_bytes=max(1, int(base[f"{config.metric}_bytes"] * b)))
-                    secs = time.perf_counter() - started
-                    llm = rep.llm_calls + int(getattr(merger, "stats", {}).get("llm_calls", 0)) - merge_calls
-                    cum_s, cum_llm = cum_s + secs, cum_llm + llm
-                    m, found, view = measure(store, f"{name} {b:g}")
-                    m.update(budget=b, ratio_json=m["json_bytes"] / base["json_bytes"],
-                             ratio_disk=m["disk_bytes"] / base["disk_bytes"], target_bytes=rep.target_bytes,
-                             budget_met=rep.budget_met, stop_reason=rep.stop_reason, actions=rep.actions,
-                             sources=rep.sources, seconds=round(secs, 3), llm_calls=llm,
-                             seconds_cumulative=round(cum_s, 3), llm_calls_cumulative=cum_llm)
-                    if has_prov and abs(b - config.attribution_budget) < 1e-9 and base["recall"]["n"]:
-                        drop = (base["recall"]["sum"] - m["recall"]["sum"]) / base["recall"]["n"]
-                        if drop > config.attribution_drop:
-                            m["attribution"] = attribute_loss(questions, base_found, found,
-                                                              store.journal.decisions(), base_prov, view.ids)
+                m = run.compress(sample, name, b, path, method, merger, base, base_found, base_prov)
+                cum_s, cum_llm = cum_s + m["seconds"], cum_llm + m["llm_calls"]
+                m.update(seconds_cumulative=round(cum_s, 3), llm_calls_cumulative=cum_llm)
                 runs[f"{b:g}"] = m
-                log(f"[{time.perf_counter() - t0:7.1f}s] {sid} {name} budget {b:g}: ratio {m['ratio_json']:.3f}, "
-                    f"{m['entries']} entries, {secs:.1f}s, {llm} LLM calls"
-                    + (f", recall@{config.k} {m['recall']['sum'] / max(1, m['recall']['n']):.3f}" if has_prov else ""))
                 if not config.chain and not config.keep_stores:
                     _cleanup(path)
-                results["elapsed_s"] = round(time.perf_counter() - t0, 1)
+                results["elapsed_s"] = round(time.perf_counter() - run.t0, 1)
                 write_report(results, out, log=lambda _m: None)  # after every budget: a stopped run keeps it
                 write_json(out / "results.json", results)
             if config.chain and not config.keep_stores:
                 _cleanup(chain_path)
-    results["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    results["elapsed_s"] = round(time.perf_counter() - run.t0, 1)
     results["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     write_report(results, out, log=log)
     write_json(out / "results.json", results)

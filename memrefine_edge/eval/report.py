@@ -12,12 +12,14 @@ import json
 import math
 import os
 import platform
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .metrics import CATEGORY_NAMES, CATEGORY_REPORT_ORDER
 
-__all__ = ["summarize", "render_markdown", "render_plot", "write_report", "machine_info", "cpu_model", "write_json"]
+__all__ = ["summarize", "render_markdown", "render_plot", "write_report", "machine_info", "cpu_model", "write_json",
+           "portable"]
 
 
 def cpu_model() -> str:
@@ -29,6 +31,20 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def portable(path: str | os.PathLike[str]) -> str:
+    """A path as results record it: relative to the working folder when inside it, else the file name.
+
+    Results are committed; a machine's absolute paths must not be.
+    """
+    p = Path(path)
+    if not p.is_absolute():
+        return str(p)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return p.name
 
 
 def machine_info(version: str) -> dict[str, Any]:
@@ -153,7 +169,8 @@ def render_markdown(results: Mapping[str, Any], summary: Mapping[str, Any], plot
     base, methods = summary["base"], summary["methods"]
     has_recall, has_qa = results.get("has_recall", True), base.get("f1") is not None
     lines = [f"# LoCoMo storage–utility evaluation ({cfg['store']} store)", ""]
-    lines += ["Commands that produced these numbers:", ""] + [f"    {c}" for c in results.get("commands", [results["command"]])]
+    commands = results.get("commands", [results["command"]])
+    lines += ["Commands that produced these numbers:", ""] + [f"    {c}" for c in commands]
     m = results["machine"]
     lines += ["", f"Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; versions "
               + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".",
@@ -273,10 +290,10 @@ def render_plot(summary: Mapping[str, Any], budgets: list[float], path: Path) ->
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     xs = [1.0] + list(budgets)
-    for ax, key in zip(axes[0], panels):
+    for ax, key in zip(axes[0], panels, strict=True):
         for name, per in summary["methods"].items():
             ys = [base[key]] + [per.get(f"{b:g}", {}).get(key) for b in budgets]
-            pts = [(x * 100, y) for x, y in zip(xs, ys) if y is not None]
+            pts = [(x * 100, y) for x, y in zip(xs, ys, strict=True) if y is not None]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
         ax.set_xlabel("storage budget (% of base, json bytes)")
         ax.set_ylabel({"recall": "evidence recall@10", "f1": "QA token F1"}[key])

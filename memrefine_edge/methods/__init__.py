@@ -9,7 +9,8 @@ The built-in methods are listed in one explicit table, :data:`BUILTINS`;
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import UnknownMethodError
 from .base import Method, PairContext

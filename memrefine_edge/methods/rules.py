@@ -52,16 +52,17 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..decision import Decision
 from ..errors import RuleOptionError
 from ..facts import normalise
-from ..decision import Decision
-from .base import Method, PairContext
 from ..pairs import similarity_matrix
+from .base import Method, PairContext
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..store import MemoryStore
@@ -307,7 +308,7 @@ class RulePR(Method):
             graph, nodes = "knn", emb_ids
             edges = knn_edges(self._similarities(emb_ids, vecs), self.knn) if emb_ids else []
         pr = pagerank(len(nodes), edges, damping=self.damping, tol=self.tol)
-        values = {entry_id: float(v) for entry_id, v in zip(nodes, pr)}
+        values = {entry_id: float(v) for entry_id, v in zip(nodes, pr, strict=True)}
         for entry_id in ids:  # entries without an embedding (kNN graph) hold no score
             values.setdefault(entry_id, 0.0)
         ordered = np.array([values[i] for i in ids], dtype=np.float64)

@@ -29,14 +29,16 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sqlite_utils
 
+from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
 from ..errors import (
     DuplicateIdError,
     EntryNotFoundError,
@@ -44,10 +46,9 @@ from ..errors import (
     NotAStoreError,
     SchemaError,
     StoreError,
-    StoreNotFoundError,
     StoreFullError,
+    StoreNotFoundError,
 )
-from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
 from .journal import RunJournal
 from .schema import ENTRY_COLUMNS, MIGRATIONS
 
@@ -394,8 +395,8 @@ class MemoryStore:
                 raise DuplicateIdError(f"id {taken[0]!r} is already in the store ({len(taken)} taken in all)")
             out = []
             for e in batch:
-                links = tuple(l for l in e.links if l in seen or l in self)
-                missing = [l for l in e.links if l not in links]
+                links = tuple(link for link in e.links if link in seen or link in self)
+                missing = [link for link in e.links if link not in links]
                 if missing and unknown_links == "error":
                     raise InvalidEntryError(f"entry {e.id!r} links to unknown id {missing[0]!r}")
                 out.append(replace(e, links=links))
@@ -409,8 +410,8 @@ class MemoryStore:
     def _insert(self, e: Entry, *, seq: int | None = None) -> None:
         conn = self._db.conn
         conn.execute(
-            "INSERT INTO entries (seq, id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entries (seq, id, content, keywords, timestamps, metadata, provenance, content_hash,"
+            " json_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 seq,
                 e.id,
@@ -506,7 +507,7 @@ class MemoryStore:
             chunk = digests[start : start + batch_size]
             vectors = encoder.embed([unique[d] for d in chunk])
             with self.atomic():
-                for digest, vec in zip(chunk, vectors):
+                for digest, vec in zip(chunk, vectors, strict=True):
                     blob = np.asarray(vec, dtype=np.float32).tobytes()
                     for entry_id in rows_of[digest]:
                         # Only if the content is still the one embedded: another

@@ -24,12 +24,15 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..decision import Decision
+from ..entry import Entry
 from ..errors import (
     HistoryPurgedError,
     JournalConflictError,
@@ -38,8 +41,6 @@ from ..errors import (
     RunNotFoundError,
     UndoConflictError,
 )
-from ..decision import Decision
-from ..entry import Entry
 from .schema import ENTRY_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,7 +53,7 @@ __all__ = ["RunJournal", "RunInfo", "DecisionRecord", "Effect"]
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -163,13 +164,16 @@ class RunJournal:
             args = (run_id,)
         rows = self._db.conn.execute(sql + " ORDER BY rowid", args).fetchall()
         return [
-            DecisionRecord(*r[:10], json.loads(r[10]), json.loads(r[11]), *r[12:])  # type: ignore[arg-type]
+            DecisionRecord(run_id=r[0], step=r[1], a_id=r[2], b_id=r[3], similarity=r[4], action=r[5], target=r[6],
+                           source=r[7], reason=r[8], merge_instruction=r[9], created_ids=json.loads(r[10]),
+                           removed_ids=json.loads(r[11]), size_before=r[12], size_after=r[13], latency_ms=r[14],
+                           at=r[15])
             for r in rows
         ]
 
     def evicted_links(self, run_id: str) -> list[tuple[str, str]]:
         """Links (``src, dst``) that the evictions of ``run_id`` removed, from the undo history."""
-        return [tuple(r) for r in self._db.conn.execute(  # type: ignore[misc]
+        return [(r[0], r[1]) for r in self._db.conn.execute(
             "SELECT h.src, h.dst FROM history_links h JOIN decisions d ON d.run_id = h.run_id AND d.step = h.step"
             " WHERE h.run_id = ? AND d.action = 'evict' ORDER BY h.rowid",
             (run_id,),
@@ -177,7 +181,7 @@ class RunJournal:
 
     def preserved_pairs(self) -> list[tuple[str, str]]:
         """Pairs judged preserve (either order is the same pair)."""
-        return [tuple(r) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved")]  # type: ignore[misc]
+        return [(r[0], r[1]) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved")]
 
     # --- applying decisions --------------------------------------------------
 
@@ -185,7 +189,8 @@ class RunJournal:
         """Copy an entry and all its links into history before it is removed."""
         conn = self._db.conn
         conn.execute(
-            f"INSERT INTO history (run_id, step, {ENTRY_COLUMNS}) SELECT ?, ?, {ENTRY_COLUMNS} FROM entries WHERE id = ?",
+            f"INSERT INTO history (run_id, step, {ENTRY_COLUMNS})"
+            f" SELECT ?, ?, {ENTRY_COLUMNS} FROM entries WHERE id = ?",
             (run_id, step, entry_id),
         )
 
@@ -336,15 +341,16 @@ class RunJournal:
                 (run_id,),
             ) if r[0] not in created]
             if taken:
-                shown = ", ".join(repr(t) for t in taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
+                more = f" and {len(taken) - 5} more" if len(taken) > 5 else ""
+                shown = ", ".join(repr(t) for t in taken[:5]) + more
                 raise UndoConflictError(
                     f"cannot undo run {run_id}: entries added since it ran use ids it removed ({shown}); "
                     "remove or rename those entries, then undo again. Nothing was changed"
                 )
             for d in reversed(decisions):
-                for created in d.created_ids:
-                    if created in self._store:
-                        self._store.remove(created)
+                for created_id in d.created_ids:
+                    if created_id in self._store:
+                        self._store.remove(created_id)
                 rows = conn.execute(
                     f"SELECT {ENTRY_COLUMNS} FROM history WHERE run_id = ? AND step = ? ORDER BY seq",
                     (run_id, d.step),

@@ -11,7 +11,6 @@ __all__ = ["MIGRATIONS", "Migration", "ENTRY_COLUMNS"]
 
 from dataclasses import dataclass
 
-
 #: Every column of an entry row, in table order: what the undo history copies and restores.
 ENTRY_COLUMNS = (
     "seq, id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes,"
