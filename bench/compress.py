@@ -176,6 +176,7 @@ def child_sizecheck(spec: dict) -> dict:
 
     The index is created on a temporary copy only (bench measurement, no library change).
     """
+    import sqlite3
     import statistics
 
     from memrefine_edge.store import Entry, MemoryStore
@@ -198,11 +199,15 @@ def child_sizecheck(spec: dict) -> dict:
 
         total = store.json_bytes()
         plain = timed(store.json_bytes)
-        conn = store._db.conn
-        plan = " | ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN SELECT COALESCE(SUM(json_bytes), 0) FROM entries"))
-        conn.execute("CREATE INDEX bench_entries_json_bytes ON entries(json_bytes)")
+        # The query plans, read through a connection of the bench's own (the store owns its connection).
+        conn = sqlite3.connect(tmp / "s.db")
+        query = "EXPLAIN QUERY PLAN SELECT COALESCE(SUM(json_bytes), 0) FROM entries"
+        plan = " | ".join(r[-1] for r in conn.execute(query))
+        conn.execute("CREATE INDEX IF NOT EXISTS bench_entries_json_bytes ON entries(json_bytes)")
+        conn.commit()
         indexed = timed(store.json_bytes)
-        plan_ix = " | ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN SELECT COALESCE(SUM(json_bytes), 0) FROM entries"))
+        plan_ix = " | ".join(r[-1] for r in conn.execute(query))
+        conn.close()
         assert store.json_bytes() == total
         store.close()
         return {**spec, "sum_ms": round(plain, 3), "sum_ms_with_index": round(indexed, 3),
@@ -286,17 +291,17 @@ def child(spec: dict) -> dict:
             else:
                 method, merger = _fake_method(), FakeMerger()
         else:
-            from memrefine_edge.cli.compress_cmds import _build
             from memrefine_edge.importers import import_file, load_sample
+            from memrefine_edge.pipeline import PipelineConfig, build
 
             if spec["store"] == "sample":
                 load_sample(store)
             else:
                 import_file(store, LOCOMO, format="locomo-turns", sample_id=SAMPLE_ID)
             enc_model = spec.get("encoder_model")
-            encoder, method, merger = _build(spec["method"], judge_model=spec.get("judge_model"), merge_model=None,
-                                             encoder_model=REPO / "models" / enc_model if enc_model else None,
-                                             threads=None)
+            parts = build(PipelineConfig(method=spec["method"], judge_model=spec.get("judge_model"),
+                                         encoder_model=str(REPO / "models" / enc_model) if enc_model else None))
+            encoder, method, merger = parts.encoder, parts.method, parts.merger
         marks["store+models built"] = round(_rss_mb(), 1)
         marks["hwm before run"] = round(_hwm_mb(), 1)
         _timed_size(store, clock)
@@ -424,6 +429,84 @@ def _stages(r: dict) -> str:
     return " ".join(f"{k} {s[k]:.2f}" for k in ("embed", "pairs", "judge", "merge", "apply", "size", "other") if k in s)
 
 
+def _encoder_memory() -> list[dict]:
+    """Encoder-only memory and fidelity per session configuration (conv-26's turns)."""
+    encmem: list[dict] = []
+    print("encoder memory ...", file=sys.stderr)
+    ref_dir = Path(tempfile.mkdtemp(prefix="memrefine-bench-ref-"))
+    ref = str(ref_dir / "memrefine-bench-ref.npy")
+    packaged = "all-MiniLM-L6-v2-int8.onnx"
+    configs = [
+        ({"label": "packaged int8, batch 32", "model": packaged, "batch": 32, "save": ref}, None),
+        ({"label": "packaged int8, batch 8", "model": packaged, "batch": 8}, None),
+        ({"label": "packaged int8, one text per run", "model": packaged, "batch": 1}, None),
+        ({"label": "packaged int8, batch 8, graph opt DISABLE_ALL", "model": packaged, "batch": 8,
+          "session": {"graph_optimization_level": "ORT_DISABLE_ALL"}}, None),
+        ({"label": "default encoder, one text per run", "batch": 1}, None),
+        ({"label": "default encoder, batch 8", "batch": 8}, None),
+    ]
+    for spec, env in configs:
+        if "save" not in spec:
+            spec["ref"] = ref
+        row = run_child({"kind": "encmem", **spec}, env=env)
+        for key in ("save", "ref"):  # the results name the temporary file, not its machine path
+            if key in row:
+                row[key] = REF_SHOWN
+        encmem.append(row)
+    shutil.rmtree(ref_dir, ignore_errors=True)
+    return encmem
+
+
+def _print_summary(real, scaling, naive, sizecheck, encmem, targets, load_start, load_end, real_only) -> None:
+    """The tables a person reads; the JSON holds the same numbers."""
+    from memrefine_edge import __version__
+    from memrefine_edge.eval.report import machine_info
+
+    print(f"\n{machine_info(__version__)['cpu']}, {os.cpu_count()} cores, load {load_start[0]:.2f} -> {load_end[0]:.2f}")
+    print(f"{'run':36} {'N':>4} {'dec':>4} {'LLM':>4} {'ratio':>6} {'met':>3} {'wall s':>7} {'dec/s':>7} "
+          f"{'RSS MB':>7}  stages (s)")
+    for r in real:
+        if "error" in r:
+            print(f"{r['label']:36} ERROR {r['error']}")
+            continue
+        print(f"{r['label']:36} {r['entries_before']:4d} {r['decisions']:4d} {r['llm_calls']:4d} {r['ratio']:6.3f} "
+              f"{'yes' if r['budget_met'] else 'no':>3} {r['wall_s']:7.1f} {r['decisions_per_s']:7.1f} "
+              f"{r['peak_rss_mb']:7.0f}  {_stages(r)}")
+        if "progress_to_target" in r:
+            print(f"{'':36} stopped: {r['stop_reason']}; {r['progress_to_target']:.0%} of the way to the target, "
+                  f"{r['bytes_removed_per_decision']:.0f} B removed per decision")
+    print(f"\n{'synthetic':22} {'dec':>6} {'ratio':>6} {'run s':>7} {'engine':>7} {'ms/dec':>7} {'size ms/dec':>11} "
+          f"{'RSS MB':>7}  stages (s)")
+    for r in scaling:
+        if "error" in r:
+            print(f"{r['label']:22} ERROR {r['error']}")
+            continue
+        print(f"{r['label']:22} {r['decisions']:6d} {r['ratio']:6.3f} {r['run_s']:7.1f} {r['engine_s']:7.1f} "
+              f"{r['engine_ms_per_decision']:7.2f} {1000 * r['seconds']['size'] / max(1, r['decisions']):11.2f} "
+              f"{r['peak_rss_mb']:7.0f}  {_stages(r)}")
+    for r in scaling:
+        if "estimated_run_s_to_budget" in r:
+            print(f"  {r['label']}: capped at {r['decisions']} decisions; estimated {r['estimated_decisions_to_budget']}"
+                  f" decisions, <= {r['estimated_run_s_to_budget']:.0f} s to budget")
+    if not real_only:
+        print(f"naive full-recompute argmax step at N={naive['n']}: {naive['naive_step_ms']:.1f} ms")
+    print("\nsize check (SELECT SUM(json_bytes) FROM entries), median ms:")
+    for r in sizecheck:
+        if "error" not in r:
+            print(f"  N={r['n']:>6}: {r['sum_ms']:.2f} ms ({r['plan']}); with a covering index on json_bytes "
+                  f"{r['sum_ms_with_index']:.2f} ms")
+    if encmem:
+        print(f"\n{'encoder only, conv-26 turns':42} {'load':>6} {'load hwm':>8} {'peak':>6} {'embed s':>7} {'cos min':>8}")
+        for r in encmem:
+            if "error" in r:
+                print(f"{r['label']:42} ERROR {r['error']}")
+                continue
+            cos = f"{r['cos_vs_ref_min']:.4f}" if "cos_vs_ref_min" in r else "ref"
+            print(f"{r['label']:42} {r['rss_after_load']:6.0f} {r['hwm_after_load']:8.0f} {r['peak_rss_mb']:6.0f} "
+                  f"{r['embed_s']:7.2f} {cos:>8}")
+    print(f"targets: {json.dumps(targets)}")
+
+
 def main() -> int:
     from memrefine_edge import __version__
     from memrefine_edge.eval.report import machine_info
@@ -474,31 +557,7 @@ def main() -> int:
     print("size checks ...", file=sys.stderr)
     sizecheck = [] if real_only else [run_child({"label": f"size check {n}", "kind": "sizecheck", "n": n})
                                       for n in SIZES]
-    encmem: list[dict] = []
-    if LOCOMO.is_file() and not real_only:
-        print("encoder memory ...", file=sys.stderr)
-        ref_dir = Path(tempfile.mkdtemp(prefix="memrefine-bench-ref-"))
-        ref = str(ref_dir / "memrefine-bench-ref.npy")
-        pc = "all-MiniLM-L6-v2-int8-dynamic-pc.onnx"
-        packaged = "all-MiniLM-L6-v2-int8.onnx"
-        configs = [
-            ({"label": "packaged int8, batch 32", "model": packaged, "batch": 32, "save": ref}, None),
-            ({"label": "packaged int8, batch 8", "model": packaged, "batch": 8}, None),
-            ({"label": "packaged int8, one text per run", "model": packaged, "batch": 1}, None),
-            ({"label": "packaged int8, batch 8, graph opt DISABLE_ALL", "model": packaged, "batch": 8,
-              "session": {"graph_optimization_level": "ORT_DISABLE_ALL"}}, None),
-            ({"label": "default encoder, one text per run", "batch": 1}, None),
-            ({"label": "default encoder, batch 8", "batch": 8}, None),
-        ]
-        for spec, env in configs:
-            if "save" not in spec:
-                spec["ref"] = ref
-            row = run_child({"kind": "encmem", **spec}, env=env)
-            for key in ("save", "ref"):  # the results name the temporary file, not its machine path
-                if key in row:
-                    row[key] = REF_SHOWN
-            encmem.append(row)
-        shutil.rmtree(ref_dir, ignore_errors=True)
+    encmem = [] if real_only or not LOCOMO.is_file() else _encoder_memory()
     load_end = list(os.getloadavg())
     children_maxrss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
@@ -511,50 +570,7 @@ def main() -> int:
                               for r in real if "error" not in r},
     }
 
-    # --- print ---
-    print(f"\n{machine_info(__version__)['cpu']}, {os.cpu_count()} cores, load {load_start[0]:.2f} -> {load_end[0]:.2f}")
-    print(f"{'run':36} {'N':>4} {'dec':>4} {'LLM':>4} {'ratio':>6} {'met':>3} {'wall s':>7} {'dec/s':>7} "
-          f"{'RSS MB':>7}  stages (s)")
-    for r in real:
-        if "error" in r:
-            print(f"{r['label']:36} ERROR {r['error']}")
-            continue
-        print(f"{r['label']:36} {r['entries_before']:4d} {r['decisions']:4d} {r['llm_calls']:4d} {r['ratio']:6.3f} "
-              f"{'yes' if r['budget_met'] else 'no':>3} {r['wall_s']:7.1f} {r['decisions_per_s']:7.1f} "
-              f"{r['peak_rss_mb']:7.0f}  {_stages(r)}")
-        if "progress_to_target" in r:
-            print(f"{'':36} stopped: {r['stop_reason']}; {r['progress_to_target']:.0%} of the way to the target, "
-                  f"{r['bytes_removed_per_decision']:.0f} B removed per decision")
-    print(f"\n{'synthetic':22} {'dec':>6} {'ratio':>6} {'run s':>7} {'engine':>7} {'ms/dec':>7} {'size ms/dec':>11} "
-          f"{'RSS MB':>7}  stages (s)")
-    for r in scaling:
-        if "error" in r:
-            print(f"{r['label']:22} ERROR {r['error']}")
-            continue
-        print(f"{r['label']:22} {r['decisions']:6d} {r['ratio']:6.3f} {r['run_s']:7.1f} {r['engine_s']:7.1f} "
-              f"{r['engine_ms_per_decision']:7.2f} {1000 * r['seconds']['size'] / max(1, r['decisions']):11.2f} "
-              f"{r['peak_rss_mb']:7.0f}  {_stages(r)}")
-    for r in scaling:
-        if "estimated_run_s_to_budget" in r:
-            print(f"  {r['label']}: capped at {r['decisions']} decisions; estimated {r['estimated_decisions_to_budget']}"
-                  f" decisions, <= {r['estimated_run_s_to_budget']:.0f} s to budget")
-    if not real_only:
-        print(f"naive full-recompute argmax step at N={naive['n']}: {naive['naive_step_ms']:.1f} ms")
-    print("\nsize check (SELECT SUM(json_bytes) FROM entries), median ms:")
-    for r in sizecheck:
-        if "error" not in r:
-            print(f"  N={r['n']:>6}: {r['sum_ms']:.2f} ms ({r['plan']}); with a covering index on json_bytes "
-                  f"{r['sum_ms_with_index']:.2f} ms")
-    if encmem:
-        print(f"\n{'encoder only, conv-26 turns':42} {'load':>6} {'load hwm':>8} {'peak':>6} {'embed s':>7} {'cos min':>8}")
-        for r in encmem:
-            if "error" in r:
-                print(f"{r['label']:42} ERROR {r['error']}")
-                continue
-            cos = f"{r['cos_vs_ref_min']:.4f}" if "cos_vs_ref_min" in r else "ref"
-            print(f"{r['label']:42} {r['rss_after_load']:6.0f} {r['hwm_after_load']:8.0f} {r['peak_rss_mb']:6.0f} "
-                  f"{r['embed_s']:7.2f} {cos:>8}")
-    print(f"targets: {json.dumps(targets)}")
+    _print_summary(real, scaling, naive, sizecheck, encmem, targets, load_start, load_end, real_only)
 
     png = None if real_only else plot(scaling, PLOT)
     out = {

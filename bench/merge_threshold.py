@@ -29,22 +29,26 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memrefine_edge.eval.harness import EvalConfig, run_eval  # noqa: E402
-from memrefine_edge.judge import FactJudge, GuardedJudge  # noqa: E402
-from memrefine_edge.merger import GuardedMerger  # noqa: E402
-from memrefine_edge.methods import MemRefineMethod, get_method  # noqa: E402
-from memrefine_edge.eval.report import machine_info  # noqa: E402
+from memrefine_edge.pipeline import Backends, PipelineConfig, build  # noqa: E402
 
 #: The shared data folder sits beside the repository.
 DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 BUDGETS = (1.0, 0.7, 0.6, 0.5, 0.4, 0.3)
 
 
+class _NoEncoder(Backends):
+    def encoder(self, config):  # the evaluation embeds with its own encoder
+        return None
+
+
 def _factory(name: str, _config: EvalConfig):
+    """``guard@T``: memrefine with the model-free judge at merge threshold T; else a method by name."""
     if name.startswith("guard@"):
-        t = float(name.split("@", 1)[1])
-        judge = GuardedJudge(FactJudge(merge_min_similarity=t), merge_min_similarity=t)
-        return MemRefineMethod(judge=judge), GuardedMerger(None)
-    return get_method(name), GuardedMerger(None)
+        config = PipelineConfig(judge_model="none", merge_min_similarity=float(name.split("@", 1)[1]))
+    else:
+        config = PipelineConfig(method=name)
+    parts = build(config, backends=_NoEncoder())
+    return parts.method, parts.merger
 
 
 def _shown(arg: str) -> str:

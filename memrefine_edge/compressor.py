@@ -136,6 +136,23 @@ def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = No
     return target
 
 
+@dataclass
+class _Plan:
+    """One run's settings: recorded ones when it resumes, the compressor's own when it is new."""
+
+    run_id: str | None
+    target: int
+    step: int
+    before: dict[str, int] | None
+    metric: str
+    mode: str
+    min_similarity: float | None
+    args: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        self.resumed = self.run_id is not None
+
+
 class _Outsiders:
     """Entries another writer added after the run started: not the run's to compress.
 
@@ -235,6 +252,7 @@ class Compressor:
         self.method = method if isinstance(method, Method) else get_method(method, **(method_options or {}))
         self.merger = merger
         self.metric = metric
+        self._metric = metric  # the metric of the run in progress (a resumed run keeps its own)
         self.mode = mode
         self.k = k
         if min_similarity is not None and not -1.0 <= min_similarity <= 1.0:
@@ -283,9 +301,9 @@ class Compressor:
                 load_merger()
             return self._run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
 
-    def _run(self, *, budget, budget_bytes, resume, max_decisions) -> CompressionReport:
-        store, journal = self.store, self.store.journal
-        clock: dict[str, float] = defaultdict(float)  # seconds per stage
+    def _plan(self, *, budget, budget_bytes, resume) -> _Plan:
+        """The run to do: the interrupted one (with its recorded settings), or a new one (not yet recorded)."""
+        journal = self.store.journal
         # Method options (tau, ...) are part of what must match for an
         # automatic resume: continuing with another threshold would silently
         # change the run.
@@ -293,47 +311,50 @@ class Compressor:
                 "budget": budget, "budget_bytes": budget_bytes, "min_similarity": self.min_similarity,
                 "options": json.loads(json.dumps(self.method.describe(), default=str))}
         unfinished = journal.unfinished_run()
-        if unfinished is not None:
-            recorded = {k: unfinished.params.get(k) for k in args}
-            if not resume and recorded != args:
-                raise RunInterruptedError(
-                    f"run {unfinished.run_id} on this store was interrupted ({_describe(recorded)}); "
-                    f"rerun with the same arguments or --resume to finish it, or `memrefine undo "
-                    f"{unfinished.run_id}` to roll it back",
-                    run_id=unfinished.run_id,
-                )
-            if unfinished.params.get("method") != self.method.name:
-                raise ResumeError(
-                    f"run {unfinished.run_id} was started with method {unfinished.params.get('method')!r}; "
-                    "resume it with that method"
-                )
-            self.metric, self.mode = unfinished.params["metric"], unfinished.params["mode"]
-            self.min_similarity = unfinished.params.get("min_similarity")
-            run_id, target, step = unfinished.run_id, int(unfinished.params["target_bytes"]), unfinished.cursor
-            before = unfinished.params["before"]
-        elif resume:
-            raise ResumeError("there is no interrupted run to resume on this store")
-        else:
+        if unfinished is None:
+            if resume:
+                raise ResumeError("there is no interrupted run to resume on this store")
             target = self.target_bytes(budget=budget, budget_bytes=budget_bytes)
-            run_id, step = None, 0
+            return _Plan(None, target, 0, None, self.metric, self.mode, self.min_similarity, args)
+        recorded = {k: unfinished.params.get(k) for k in args}
+        if not resume and recorded != args:
+            raise RunInterruptedError(
+                f"run {unfinished.run_id} on this store was interrupted ({_describe(recorded)}); "
+                f"rerun with the same arguments or --resume to finish it, or `memrefine undo "
+                f"{unfinished.run_id}` to roll it back",
+                run_id=unfinished.run_id,
+            )
+        if unfinished.params.get("method") != self.method.name:
+            raise ResumeError(
+                f"run {unfinished.run_id} was started with method {unfinished.params.get('method')!r}; "
+                "resume it with that method"
+            )
+        # A resumed run keeps its own settings (whatever this compressor was given).
+        params = unfinished.params
+        return _Plan(unfinished.run_id, int(params["target_bytes"]), unfinished.cursor, params["before"],
+                     params["metric"], params["mode"], params.get("min_similarity"), args)
 
+    def _run(self, *, budget, budget_bytes, resume, max_decisions) -> CompressionReport:
+        store, journal = self.store, self.store.journal
+        clock: dict[str, float] = defaultdict(float)  # seconds per stage
+        plan = self._plan(budget=budget, budget_bytes=budget_bytes, resume=resume)
+        self._metric = plan.metric
         t = time.perf_counter()
         store.ensure_embeddings(self.encoder, progress=self.embed_progress)
         clock["embed"] += time.perf_counter() - t
-        if run_id is None:  # measured with every embedding in place, as the disk target was
-            before = self._sizes()
-
-        if run_id is None:
-            if store.size(self.metric) <= target:
-                return self._report(None, target, before, "already within budget", Counter(), Counter(), 0, clock)
-            run_id = journal.start_run(
-                self.method.name, {**args, "target_bytes": target, "before": before, "k": self.k,
+        if plan.run_id is None:  # measured with every embedding in place, as the disk target was
+            plan.before = self._sizes()
+            if store.size(plan.metric) <= plan.target:
+                return self._report(None, plan, "already within budget", Counter(), Counter(), 0, clock)
+            plan.run_id = journal.start_run(
+                self.method.name, {**plan.args, "target_bytes": plan.target, "before": plan.before, "k": self.k,
                                    "encoder": self.encoder.model_id, "start_seq": store.max_seq()},
             )
+        run_id = plan.run_id
         params = journal.run(run_id).params
         created = {c for d in journal.decisions(run_id) for c in d.created_ids}
         # Runs recorded before start_seq existed: every entry then live was the run's.
-        self._outsiders = _Outsiders(store, self.metric, int(params.get("start_seq", 1 << 62)), created)
+        self._outsiders = _Outsiders(store, plan.metric, int(params.get("start_seq", 1 << 62)), created)
 
         from .pairs import PairQueue
 
@@ -349,26 +370,35 @@ class Compressor:
             actions[d.action] += 1
             sources[d.source] += 1
         llm_calls_before = self.method.llm_calls
+        stop = self._loop(plan, queue, actions, sources, clock, max_decisions)
+        report = self._report(run_id, plan, stop, actions, sources, self.method.llm_calls - llm_calls_before, clock)
+        if not stop.startswith("stopped"):  # a run stopped by max_decisions stays resumable
+            journal.finish_run(run_id, report.as_dict())
+        return report
+
+    def _loop(self, plan: _Plan, queue: Any, actions: Counter[str], sources: Counter[str],
+              clock: dict[str, float], max_decisions: int | None) -> str:
+        """Decide pairs until the budget holds or none is left; returns why it stopped."""
+        assert plan.run_id is not None
+        store, target, step = self.store, plan.target, plan.step
         started, done_here = time.perf_counter(), 0
-        self._session_start_size = store.size(self.metric)
+        self._session_start_size = store.size(plan.metric)
         stop = "budget met"
         while self._run_size() > target:
             if max_decisions is not None and done_here >= max_decisions:
-                stop = "stopped after max_decisions (resumable)"
-                break
+                return "stopped after max_decisions (resumable)"
             t = time.perf_counter()
             pair = queue.pop()
             clock["pairs"] += time.perf_counter() - t
             if pair is None:
                 stop = "no candidate pair left"
                 break
-            if self.min_similarity is not None and pair[2] < self.min_similarity:
+            if plan.min_similarity is not None and pair[2] < plan.min_similarity:
                 # Pairs come in descending similarity: every later one is below too.
-                stop = "no candidate pair left"
-                stop += f" above min_similarity {self.min_similarity}"
+                stop = f"no candidate pair left above min_similarity {plan.min_similarity}"
                 break
             try:
-                action, source = self._decide_and_apply(run_id, step, pair, queue, clock)
+                action, source = self._decide_and_apply(plan.run_id, step, pair, queue, clock)
             except EntryNotFoundError:
                 gone = [i for i in pair[:2] if i not in store]
                 if not gone:
@@ -381,16 +411,10 @@ class Compressor:
             step += 1
             done_here += 1
             self._tick(step, target, actions, started, done_here)
-
-        if self._run_size() > target and stop.startswith("no candidate pair left") and self.mode == "strict":
-            step = self._evict(run_id, step, target, actions, sources, started=started, done=done_here)
+        if self._run_size() > target and plan.mode == "strict":
+            self._evict(plan.run_id, step, target, actions, sources, started=started, done=done_here)
             stop = "budget met by eviction (strict mode)"
-
-        report = self._report(run_id, target, before, stop, actions, sources,
-                              self.method.llm_calls - llm_calls_before, clock, resumed=unfinished is not None)
-        if not stop.startswith("stopped"):  # a run stopped by max_decisions stays resumable
-            journal.finish_run(run_id, report.as_dict())
-        return report
+        return stop
 
     def _decide_and_apply(self, run_id, step, pair, queue, clock) -> tuple[str, str]:
         store, journal = self.store, self.store.journal
@@ -402,7 +426,7 @@ class Compressor:
         clock["judge"] += latency / 1000
         t = time.perf_counter()
         if decision.action == "delete":
-            effect = journal.apply(run_id, step, pair, decision, metric=self.metric, latency_ms=latency)
+            effect = journal.apply(run_id, step, pair, decision, metric=self._metric, latency_ms=latency)
             queue.remove(effect.removed[0])
             clock["apply"] += time.perf_counter() - t
             return "delete", decision.source
@@ -413,7 +437,7 @@ class Compressor:
                 vec = self.encoder.embed([merged.content])[0]
                 clock["embed"] += time.perf_counter() - t
                 t = time.perf_counter()
-                journal.apply(run_id, step, pair, decision, metric=self.metric, merged=merged, embedding=vec,
+                journal.apply(run_id, step, pair, decision, metric=self._metric, merged=merged, embedding=vec,
                               model_id=self.encoder.model_id, latency_ms=latency)
                 self._outsiders.created.add(merged.id)
                 queue.remove(a_id)
@@ -425,7 +449,7 @@ class Compressor:
             decision = Decision("preserve", None, source="fallback",
                                 reason=f"merge could not keep every fact; preserved ({decision.reason})")
             t = time.perf_counter()  # the failed merge is already in clock["merge"]
-        journal.apply(run_id, step, pair, decision, metric=self.metric, latency_ms=latency)
+        journal.apply(run_id, step, pair, decision, metric=self._metric, latency_ms=latency)
         clock["apply"] += time.perf_counter() - t
         return "preserve", decision.source
 
@@ -464,14 +488,14 @@ class Compressor:
              for pos, e in enumerate(self.store.entries()) if e.id not in outsiders)
         )
         keeper = next((key[3] for key in reversed(order)
-                       if self.store.solo_size(key[3], self.metric) <= target), None)
+                       if self.store.solo_size(key[3], self._metric) <= target), None)
         for filler_rank, deg, _seq, entry_id in order:
             if self._run_size() <= target:
                 break
             if entry_id == keeper:
                 continue
             why = ("pure filler" if filler_rank == 0 else "least valuable left") + f", {deg} links"
-            self.store.journal.apply_evict(run_id, step, entry_id, reason=f"strict budget: {why}", metric=self.metric)
+            self.store.journal.apply_evict(run_id, step, entry_id, reason=f"strict budget: {why}", metric=self._metric)
             actions["evict"] += 1
             sources["evict"] += 1
             step += 1
@@ -483,7 +507,7 @@ class Compressor:
 
     def _run_size(self) -> int:
         """The store's size without the entries others added during the run."""
-        return self.store.size(self.metric) - self._outsiders.bytes()
+        return self.store.size(self._metric) - self._outsiders.bytes()
 
     def _sizes(self) -> dict[str, int]:
         store = self.store
@@ -493,7 +517,7 @@ class Compressor:
         if self.progress is None:
             return
         elapsed = max(time.perf_counter() - started, 1e-9)
-        size = self.store.size(self.metric)
+        size = self.store.size(self._metric)
         if self._session_start_size is None:
             self._session_start_size = size
         removed = self._session_start_size - size
@@ -503,15 +527,14 @@ class Compressor:
         self.progress(Progress(step=step, size=size, target=target, counts=dict(actions),
                                pairs_per_s=done / elapsed, eta_s=eta))
 
-    def _report(self, run_id, target, before, stop, actions, sources, llm_calls, clock, *, resumed=False):
+    def _report(self, run_id, plan: _Plan, stop, actions, sources, llm_calls, clock) -> CompressionReport:
         after = self._sizes()
         outsiders = self._outsiders.bytes() if run_id is not None else 0
         return CompressionReport(
-            run_id=run_id, method=self.method.name, metric=self.metric, mode=self.mode, target_bytes=target,
-            before=before, after=after, budget_met=after[f"{self.metric}_bytes"] - outsiders <= target,
-            stop_reason=stop,
-            actions=dict(actions), sources=dict(sources), llm_calls=llm_calls, decisions=sum(actions.values()),
-            resumed=resumed, seconds={k: round(v, 3) for k, v in clock.items()},
+            run_id=run_id, method=self.method.name, metric=plan.metric, mode=plan.mode, target_bytes=plan.target,
+            before=plan.before or {}, after=after, budget_met=after[f"{plan.metric}_bytes"] - outsiders <= plan.target,
+            stop_reason=stop, actions=dict(actions), sources=dict(sources), llm_calls=llm_calls,
+            decisions=sum(actions.values()), resumed=plan.resumed, seconds={k: round(v, 3) for k, v in clock.items()},
             added_during_run={"entries": len(self._outsiders.sizes), "bytes": outsiders} if run_id else {},
         )
 

@@ -7,6 +7,7 @@ method and what "the same store" means.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -163,9 +164,9 @@ def check_invariants(path: Path, original: list[Entry], reference: list[tuple]) 
       carries the provenance of both entries it replaced.
     * Determinism: the decisions so far are a prefix of the uninterrupted run's.
     """
-    with MemoryStore(path, create=False) as store:
+    # The history table has no public reader: a read-only connection of its own.
+    with MemoryStore(path, create=False) as store, contextlib.closing(sqlite3.connect(path)) as conn:
         assert store.integrity_check() == "ok"
-        conn = store._db.conn  # the history table has no public reader; read-only use
         runs = store.journal.runs()
         assert len(runs) <= 1, runs
         decisions = store.journal.decisions()

@@ -120,7 +120,7 @@ def main() -> None:
                     die()
                 state["committed"], state["pending"], state["just"] = state["pending"] + 1, None, True
 
-        store._db.conn.set_trace_callback(trace)  # test-only hook: no library change needed
+        store.set_trace(trace)
 
         def on_decide() -> None:
             if phase == "judge" and state["committed"] == n:

@@ -243,7 +243,7 @@ def test_cli_errors_and_help(data, tmp_path):
     assert res.exit_code == 1 and "no sample 'conv-99'" in res.output
     assert not (tmp_path / "o").exists()
     res = runner.invoke(cli, ["eval", "locomo", "--data", str(data), "--budgets", "0.5,x", "--out", str(tmp_path / "o")])
-    assert res.exit_code == 1 and "--budgets" in res.output
+    assert res.exit_code == 2 and "--budgets" in res.output  # a bad option value: a usage error
     assert "--qa-limit" in runner.invoke(cli, ["eval", "locomo", "--help"]).output
 
 

@@ -279,7 +279,7 @@ def new_store(folder: Path, *, name: str = "memory.db", template: str = "base", 
     _unlink_db(folder / name)
     shutil.copyfile(_TEMPLATES[template], folder / name)
     store = MemoryStore(folder / name, **kwargs)
-    store._db.conn.execute("PRAGMA synchronous = OFF")
+    store.pragma("synchronous", "OFF")
     return store
 
 
@@ -1152,8 +1152,7 @@ def _capped_store(folder: Path, *, embed: bool = False) -> tuple[MemoryStore, in
         store.add_many(BIG)
         if embed:
             store.ensure_embeddings(HashEncoder())
-        conn = store._db.conn
-        size = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+        size = store.pragma("page_count") * store.pragma("page_size")
     return MemoryStore(folder / "full.db", max_file_bytes=size), size
 
 
@@ -1228,8 +1227,7 @@ def test_a_full_disk_without_a_cap_says_so(tmp_path):
     """SQLITE_FULL from the disk itself (simulated: SQLite's page cap set behind the store's back)."""
     with MemoryStore(tmp_path / "m.db") as store:
         store.add_many(BIG)
-        pages = store._db.conn.execute("PRAGMA page_count").fetchone()[0]
-        store._db.conn.execute(f"PRAGMA max_page_count = {pages}")
+        store.pragma("max_page_count", store.pragma("page_count"))
         before = snapshot(store)
         with pytest.raises(StoreFullError, match=r"the disk holding .*m\.db is full; nothing was written") as info:
             store.add(Entry(id="more", content="x" * 20_000))

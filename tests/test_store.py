@@ -295,7 +295,7 @@ def _expected_disk(rows: list[tuple[int, Entry, tuple | None]]) -> int:
 
 
 def test_disk_metric_by_page_arithmetic(tmp_store):
-    assert tmp_store._db.conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+    assert tmp_store.pragma("page_size") == 4096
     assert tmp_store.disk_bytes() == 5 * 8  # five empty b-trees: just their page headers
     a = Entry(id="a", content="Zoë likes tea", keywords=("tea",), metadata={"s": 1}, provenance=("D1:1",))
     b = Entry(id="b", content="x" * 300, links=("a",), timestamps=("2024-01-01",))
@@ -319,7 +319,7 @@ def test_disk_metric_by_page_arithmetic(tmp_store):
 
 def test_disk_metric_matches_dbstat_on_a_bigger_store(tmp_store):
     tmp_store.add_many(Entry(id=f"e{i}", content=f"memory number {i} " * 20) for i in range(300))
-    conn = tmp_store._db.conn
+    conn = sqlite3.connect(tmp_store.path)  # a reader of its own
     manual = 0
     for name in ("entries", "links", "links_dst", "sqlite_autoindex_entries_1", "entries_json_bytes"):
         manual += conn.execute("SELECT SUM(pgsize) - SUM(unused) FROM dbstat WHERE name = ?", (name,)).fetchone()[0]

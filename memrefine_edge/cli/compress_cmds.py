@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ..errors import BudgetError, MemRefineError
+from ..errors import BudgetError, StoreExistsError, StoreNotFoundError
 from .app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
 
 
@@ -243,7 +243,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
     """
     db = resolve_db(db_path)
     if not db.exists():
-        raise MemRefineError(f"no memory store at {db} (create one with `memrefine import`)")
+        raise StoreNotFoundError(f"no memory store at {db} (create one with `memrefine import`)")
     if budget is not None and budget_bytes is not None:
         raise click.UsageError("give --budget RATIO or --budget-bytes N, not both")
     kwargs = dict(budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, method=method,
@@ -273,7 +273,7 @@ def demo(budget, db_path, threads, as_json) -> None:
     with tempfile.TemporaryDirectory(prefix="memrefine-demo-") as tmp:
         db = db_path or Path(tmp) / "demo.db"
         if db.exists():
-            raise MemRefineError(f"{db} exists; the demo writes a new store (pick another --db)")
+            raise StoreExistsError(f"{db} exists; the demo writes a new store (pick another --db)")
         with MemoryStore(db) as store:
             imported = import_file(store, sample_path(), format="jsonl")
         log(f"imported the bundled sample ({imported.imported} entries) into {db}")

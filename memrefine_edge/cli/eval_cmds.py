@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from ..errors import MemRefineError
 from .app import cli, emit, json_option, log
 
 __all__ = ["eval_group", "eval_locomo"]
@@ -25,7 +24,8 @@ def _budgets(value: str) -> tuple[float, ...]:
     try:
         return tuple(float(v) for v in value.split(",") if v.strip())
     except ValueError:
-        raise MemRefineError(f"--budgets must be comma-separated numbers in (0, 1], got {value!r}") from None
+        raise click.BadParameter(f"must be comma-separated numbers in (0, 1], got {value!r}",
+                                 param_hint="--budgets") from None
 
 
 @cli.group(name="eval")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import sqlite3
 import threading
@@ -724,6 +725,27 @@ class MemoryStore:
             out[src] = out.get(src, 0) + 1
             out[dst] = out.get(dst, 0) + 1
         return out
+
+    def pragma(self, name: str, value: int | str | None = None) -> Any:
+        """Read (or, with ``value``, set) one SQLite setting of this store's connection.
+
+        For diagnostics and tests: ``store.pragma("page_size")``,
+        ``store.pragma("synchronous", "FULL")`` (full durability per commit).
+        Only a plain pragma name and a number or word are accepted.
+        """
+        if not re.fullmatch(r"[a-z_]+", name):
+            raise ValueError(f"not a pragma name: {name!r}")
+        if value is None:
+            row = self._db.conn.execute(f"PRAGMA {name}").fetchone()
+            return row[0] if row else None
+        if not re.fullmatch(r"-?\d+|[A-Za-z_]+", str(value)):
+            raise ValueError(f"not a pragma value: {value!r}")
+        self._db.conn.execute(f"PRAGMA {name} = {value}")
+        return self.pragma(name)
+
+    def set_trace(self, callback: Callable[[str], object] | None) -> None:
+        """Call ``callback`` with every SQL statement this store's connection runs (None: stop)."""
+        self._db.conn.set_trace_callback(callback)
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check``: ``"ok"`` for a sound file."""
