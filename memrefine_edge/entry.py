@@ -18,6 +18,7 @@ __all__ = [
     "MAX_CONTENT_CHARS",
     "MAX_ID_CHARS",
     "MAX_METADATA_DEPTH",
+    "is_lookup_key",
 ]
 
 #: Longest content accepted (characters). A memory is a note, not a document;
@@ -124,6 +125,17 @@ def _check_tree(value: Any, what: str) -> None:
                 f"{what} is nested more than {MAX_METADATA_DEPTH} levels deep (or contains itself)"
             )
         stack.extend((child, depth + 1) for child in children)
+
+
+def is_lookup_key(entry_id: object) -> bool:
+    """Whether ``entry_id`` could be an id at all (a str SQLite can bind); no such entry otherwise."""
+    if not isinstance(entry_id, str):
+        return False
+    try:
+        entry_id.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: never a stored id
+        return False
+    return True
 
 
 def validate_entry(entry: Entry) -> Entry:

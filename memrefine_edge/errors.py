@@ -143,6 +143,11 @@ class StoreExistsError(StoreError):
 class EntryNotFoundError(StoreError, KeyError):
     """An entry id that is not (or no longer) in the store."""
 
+    @classmethod
+    def for_id(cls, entry_id: object) -> "EntryNotFoundError":
+        """The error for one id (cut at 300 characters: an id may be a hostile megabyte of text)."""
+        return cls(f"no entry with id {entry_id!r:.300}")
+
     def __str__(self) -> str:  # KeyError quotes its argument; we want the sentence
         return str(self.args[0]) if self.args else "entry not found"
 

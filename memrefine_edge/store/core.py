@@ -27,34 +27,35 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sqlite_utils
 
-from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
+from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, is_lookup_key, json_size, validate_entry
 from ..errors import (
     DuplicateIdError,
     EntryNotFoundError,
     InvalidEntryError,
-    NotAStoreError,
     SchemaError,
     StoreError,
     StoreFullError,
     StoreNotFoundError,
 )
+from .files import APPLICATION_ID, check_store_file, connect, create_store_file
 from .journal import RunJournal
-from .schema import ENTRY_COLUMNS, MIGRATIONS
+from .schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
+from .sizes import METRICS, SizesMixin, StoreStats
+from .vectors import VectorsMixin
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..backends.encoder import Encoder
+    pass
 
 __all__ = [
     "Entry",
@@ -70,29 +71,7 @@ __all__ = [
     "check_store_file",
 ]
 
-METRICS = ("json", "disk")
-_MEMORY_TABLES = ("entries", "links", "links_dst", "sqlite_autoindex_entries_1", "entries_json_bytes")
-
-
-@dataclass(frozen=True)
-class StoreStats:
-    """What ``memrefine stats`` reports."""
-
-    entries: int
-    json_bytes: int
-    disk_bytes: int
-    embedding_bytes: int
-    embedded: int
-    links: int
-    file_bytes: int
-    overhead_bytes: int
-    history_entries: int
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
-
-
-class MemoryStore:
+class MemoryStore(SizesMixin, VectorsMixin):
     """A memory store in one SQLite file.
 
     ``MemoryStore(path)`` opens (and creates, unless ``create=False``) the
@@ -138,11 +117,12 @@ class MemoryStore:
             if not self.path.exists():
                 if not create or read_only:
                     raise StoreNotFoundError(f"no memory store at {self.path} (create one with `memrefine import`)")
-                _create_store_file(self.path, max_file_bytes=max_file_bytes)
+                create_store_file(
+                    self.path, lambda tmp: MemoryStore(tmp, _new_file=True, max_file_bytes=max_file_bytes).close())
             # Before anything writes to it: only a file this module created is opened.
             check_store_file(self.path)
         try:
-            self._db = sqlite_utils.Database(_connect(self.path, read_only=read_only))
+            self._db = sqlite_utils.Database(connect(self.path, read_only=read_only))
             conn = self._db.conn
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if read_only:
@@ -239,7 +219,7 @@ class MemoryStore:
             if migration.name in done:
                 continue
             with self.atomic():
-                for statement in _split_sql(migration.sql):
+                for statement in split_sql(migration.sql):
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO _migrations (name, applied_at) VALUES (?, datetime('now'))",
@@ -311,7 +291,7 @@ class MemoryStore:
 
     def __contains__(self, entry_id: object) -> bool:
         return (
-            _lookup_key(entry_id)
+            is_lookup_key(entry_id)
             and self._db.conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone() is not None
         )
 
@@ -321,14 +301,14 @@ class MemoryStore:
 
     def get(self, entry_id: str) -> Entry:
         """The entry with this id; :class:`EntryNotFoundError` if there is none."""
-        if not _lookup_key(entry_id):
-            raise _not_found(entry_id)
+        if not is_lookup_key(entry_id):
+            raise EntryNotFoundError.for_id(entry_id)
         row = self._db.conn.execute(
             "SELECT id, content, keywords, timestamps, metadata, provenance FROM entries WHERE id = ?",
             (entry_id,),
         ).fetchone()
         if row is None:
-            raise _not_found(entry_id)
+            raise EntryNotFoundError.for_id(entry_id)
         return self._row_to_entry(row, self._links_of(entry_id))
 
     def entries(self) -> Iterator[Entry]:
@@ -345,11 +325,11 @@ class MemoryStore:
 
     def seq_of(self, entry_id: str) -> int:
         """Insertion sequence number of an entry (the tie-break order)."""
-        if not _lookup_key(entry_id):
-            raise _not_found(entry_id)
+        if not is_lookup_key(entry_id):
+            raise EntryNotFoundError.for_id(entry_id)
         row = self._db.conn.execute("SELECT seq FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
-            raise _not_found(entry_id)
+            raise EntryNotFoundError.for_id(entry_id)
         return int(row[0])
 
     def _links_of(self, entry_id: str) -> list[str]:
@@ -446,7 +426,7 @@ class MemoryStore:
         conn = self._db.conn
         with self.atomic():
             if entry_id not in self:
-                raise _not_found(entry_id)
+                raise EntryNotFoundError.for_id(entry_id)
             removed = conn.execute(
                 "SELECT src, dst, ord FROM links WHERE src = ? OR dst = ? ORDER BY src, ord", (entry_id, entry_id)
             ).fetchall()
@@ -475,108 +455,6 @@ class MemoryStore:
             "UPDATE entries SET json_bytes = ? WHERE id = ?", (json_size(self.get(entry_id)), entry_id)
         )
 
-    # --- embeddings ----------------------------------------------------------
-
-    def ensure_embeddings(self, encoder: "Encoder", *, batch_size: int = 64, progress=None) -> int:
-        """Embed every entry whose embedding is missing, stale or from another model.
-
-        Entries whose content hash and model id are unchanged are skipped.
-        Each batch of ``batch_size`` texts is committed on its own, so an
-        interrupted pass keeps what it embedded and the next call continues
-        from there; ``progress(done, total)`` is called after each batch.
-        Returns how many entries were embedded.
-        """
-        rows = self._db.conn.execute(
-            "SELECT id, content, content_hash FROM entries WHERE embedding IS NULL OR embedding_model IS NOT ?"
-            " OR embedded_hash IS NOT content_hash ORDER BY seq",
-            (encoder.model_id,),
-        ).fetchall()
-        if not rows:
-            # Nothing to do: no write transaction, so the search cache (keyed on
-            # the write version) stays valid.
-            return 0
-        # Identical contents are embedded once.
-        unique: dict[str, str] = {}
-        for _, content, digest in rows:
-            unique.setdefault(digest, content)
-        digests = list(unique)
-        rows_of: dict[str, list[str]] = {}
-        for entry_id, _, digest in rows:
-            rows_of.setdefault(digest, []).append(entry_id)
-        done = 0
-        for start in range(0, len(digests), batch_size):
-            chunk = digests[start : start + batch_size]
-            vectors = encoder.embed([unique[d] for d in chunk])
-            with self.atomic():
-                for digest, vec in zip(chunk, vectors, strict=True):
-                    blob = np.asarray(vec, dtype=np.float32).tobytes()
-                    for entry_id in rows_of[digest]:
-                        # Only if the content is still the one embedded: another
-                        # connection may have changed or removed the entry meanwhile.
-                        self._db.conn.execute(
-                            "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash"
-                            " WHERE id = ? AND content_hash = ?",
-                            (blob, encoder.model_id, entry_id, digest),
-                        )
-            done += sum(len(rows_of[d]) for d in chunk)
-            if progress:
-                progress(done, len(rows))
-        return len(rows)
-
-    def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str) -> None:
-        """Store one entry's embedding (float32)."""
-        if not _lookup_key(entry_id):
-            raise _not_found(entry_id)
-        blob = np.asarray(vector, dtype=np.float32).tobytes()
-        with self.atomic():
-            cur = self._db.conn.execute(
-                "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash WHERE id = ?",
-                (blob, model_id, entry_id),
-            )
-            if cur.rowcount == 0:
-                raise _not_found(entry_id)
-
-    def embeddings(self, *, model_id: str | None = None) -> tuple[list[str], np.ndarray]:
-        """Ids (insertion order) and a float32 matrix of every embedded entry."""
-        rows = self._db.conn.execute(
-            "SELECT id, embedding FROM entries WHERE embedding IS NOT NULL"
-            + (" AND embedding_model = ?" if model_id else "")
-            + " ORDER BY seq",
-            (model_id,) if model_id else (),
-        ).fetchall()
-        if not rows:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        matrix = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in rows])
-        return [r[0] for r in rows], matrix
-
-    def search(self, query: str, k: int = 10, *, encoder: "Encoder") -> list[tuple[Entry, float]]:
-        """Cosine top-``k`` live entries for ``query`` (the default retriever).
-
-        The embedding matrix is cached in memory and rebuilt after any write.
-        Entries without an embedding are embedded first.
-        """
-        if k < 1:
-            raise ValueError("k must be at least 1")
-        self.ensure_embeddings(encoder)
-        with self._read_snapshot():
-            # Another connection (a compression in another process) may have
-            # committed since the cache was built: data_version says so.
-            version = (self._version, self._db.conn.execute("PRAGMA data_version").fetchone()[0])
-            cache = self._search_cache
-            if cache is None or cache[0] != version:
-                ids, matrix = self.embeddings(model_id=encoder.model_id)
-                cache = self._search_cache = (version, ids, matrix)
-            _, ids, matrix = cache
-            if not ids:
-                return []
-            q = encoder.embed([query])[0]
-            scores = matrix @ q
-            k = min(k, len(ids))
-            # A stable sort of all scores: ties resolve by insertion order even at
-            # the k-th place (argpartition picks an arbitrary tied element there).
-            top = np.argsort(-scores, kind="stable")[:k]
-            return [(self.get(ids[i]), float(scores[i])) for i in top]
-
     @contextmanager
     def _read_snapshot(self) -> Iterator[None]:
         """One read transaction: every query inside sees the same committed state, whatever other
@@ -593,51 +471,7 @@ class MemoryStore:
             finally:
                 conn.execute("COMMIT")
 
-    # --- sizes ---------------------------------------------------------------
-
-    def json_bytes(self) -> int:
-        """Total size under the ``json`` metric."""
-        return int(self._db.conn.execute("SELECT COALESCE(SUM(json_bytes), 0) FROM entries").fetchone()[0])
-
-    def disk_bytes(self) -> int:
-        """Total size under the ``disk`` metric (used bytes of the memory's pages)."""
-        marks = ",".join("?" * len(_MEMORY_TABLES))
-        return int(
-            self._db.conn.execute(
-                f"SELECT COALESCE(SUM(pgsize - unused), 0) FROM dbstat WHERE name IN ({marks})", _MEMORY_TABLES
-            ).fetchone()[0]
-        )
-
-    def size(self, metric: str = "json") -> int:
-        """Store size under ``metric`` (``json`` or ``disk``)."""
-        if metric == "json":
-            return self.json_bytes()
-        if metric == "disk":
-            return self.disk_bytes()
-        raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
-
-    def stats(self) -> StoreStats:
-        """Entries, both sizes, embedding bytes, links and bookkeeping overhead."""
-        conn = self._db.conn
-        n, emb_bytes, embedded = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(embedding)), 0), COUNT(embedding) FROM entries"
-        ).fetchone()
-        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-        used_total = (pages - free) * page_size
-        disk = self.disk_bytes()
-        return StoreStats(
-            entries=n,
-            json_bytes=self.json_bytes(),
-            disk_bytes=disk,
-            embedding_bytes=int(emb_bytes),
-            embedded=int(embedded),
-            links=conn.execute("SELECT COUNT(*) FROM links").fetchone()[0],
-            file_bytes=used_total,
-            overhead_bytes=max(0, used_total - disk),
-            history_entries=conn.execute("SELECT COUNT(*) FROM history").fetchone()[0],
-        )
+    # --- maintenance ---------------------------------------------------------
 
     def vacuum(self) -> None:
         """Return free pages to the file system (``VACUUM``)."""
@@ -652,52 +486,6 @@ class MemoryStore:
             self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._apply_size_cap()  # a cap clamped to a larger file applies again once it shrank
 
-    def min_entry_json_bytes(self) -> int:
-        """Smallest store of one entry under the ``json`` metric (0 for an empty store)."""
-        ids = [r[0] for r in self._db.conn.execute("SELECT id FROM entries ORDER BY json_bytes, seq LIMIT 3")]
-        return min((self.solo_size(i, "json") for i in ids), default=0)
-
-    def min_disk_bytes(self, *, embedding_bytes: int = 0) -> int:
-        """``disk`` size of this store reduced to its smallest entry, measured.
-
-        The few smallest entries (by json size plus embedding) are each
-        measured alone with :meth:`solo_size`.
-        """
-        ids = [r[0] for r in self._db.conn.execute(
-            "SELECT id FROM entries ORDER BY json_bytes + COALESCE(LENGTH(embedding), ?), seq LIMIT 3",
-            (embedding_bytes,),
-        )]
-        return min((self.solo_size(i, "disk", embedding_bytes=embedding_bytes) for i in ids), default=0)
-
-    def solo_size(self, entry_id: str, metric: str, *, embedding_bytes: int = 0) -> int:
-        """Size of a store that holds only this entry (its links to others gone).
-
-        ``json``: the entry's json size without links. ``disk``: the entry is
-        written alone into an in-memory database with this schema and
-        measured with ``dbstat`` exactly as :meth:`disk_bytes` measures; an
-        entry not embedded yet gets a zero blob of ``embedding_bytes``.
-        """
-        entry = self.get(entry_id)
-        if metric == "json":
-            return json_size(replace(entry, links=()))
-        import sqlite3
-
-        cols = "id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes, embedding"
-        row = self._db.conn.execute(f"SELECT {cols} FROM entries WHERE id = ?", (entry_id,)).fetchone()
-        blob = row[8] if row[8] is not None else (bytes(embedding_bytes) if embedding_bytes else None)
-        mem = sqlite3.connect(":memory:")
-        try:
-            for migration in MIGRATIONS:
-                for statement in _split_sql(migration.sql):
-                    mem.execute(statement)
-            mem.execute(f"INSERT INTO entries ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*row[:8], blob))
-            marks = ",".join("?" * len(_MEMORY_TABLES))
-            return int(mem.execute(
-                f"SELECT SUM(pgsize - unused) FROM dbstat WHERE name IN ({marks})", _MEMORY_TABLES
-            ).fetchone()[0])
-        finally:
-            mem.close()
-
     def max_seq(self) -> int:
         """The highest insertion sequence number of a live entry (0 for an empty store)."""
         return int(self._db.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0])
@@ -705,26 +493,6 @@ class MemoryStore:
     def data_version(self) -> int:
         """SQLite's ``data_version``: changes whenever *another* connection commits to the file."""
         return int(self._db.conn.execute("PRAGMA data_version").fetchone()[0])
-
-    def sizes_after(self, seq: int, metric: str = "json") -> dict[str, int]:
-        """``{id: size}`` of the entries inserted after ``seq`` (an index range scan).
-
-        ``json`` sizes are exact; ``disk`` sizes are an estimate per entry (its
-        json bytes plus its embedding), since pages are shared between entries.
-        """
-        if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
-        extra = " + COALESCE(LENGTH(embedding), 0)" if metric == "disk" else ""
-        return {r[0]: int(r[1]) for r in self._db.conn.execute(
-            f"SELECT id, json_bytes{extra} FROM entries WHERE seq > ? ORDER BY seq", (int(seq),))}
-
-    def link_degrees(self) -> dict[str, int]:
-        """Links in + out per live entry (entries without links are absent)."""
-        out: dict[str, int] = {}
-        for src, dst in self._db.conn.execute("SELECT src, dst FROM links"):
-            out[src] = out.get(src, 0) + 1
-            out[dst] = out.get(dst, 0) + 1
-        return out
 
     def pragma(self, name: str, value: int | str | None = None) -> Any:
         """Read (or, with ``value``, set) one SQLite setting of this store's connection.
@@ -766,81 +534,6 @@ class MemoryStore:
             self._db.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 
-#: ``PRAGMA application_id`` of every store this module creates ("MREF").
-APPLICATION_ID = 0x4D524546
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
-    if not read_only:
-        return sqlite3.connect(str(path), check_same_thread=False)
-    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
-        return sqlite3.connect(str(path), check_same_thread=False)  # made query_only by the caller
-    # A read-only file or folder: SQLite's own read-only mode.
-    return sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
-
-
-def check_store_file(path: Path) -> None:
-    """Raise :class:`NotAStoreError` unless ``path`` is a memory store this module created.
-
-    Reads only: a foreign file is refused untouched. A store is recognised by
-    its application id, or (stores made before the id was set) by its
-    migration table next to an ``entries`` table.
-    """
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(100)
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc}") from exc
-    untouched = "it was left untouched (pick another --db, or move the file away)"
-    if not head:
-        raise NotAStoreError(f"{path} is an empty file, not a memory store; {untouched}")
-    if not head.startswith(_SQLITE_MAGIC) or len(head) < 100:
-        raise NotAStoreError(f"{path} is not an SQLite database, so not a memory store; {untouched}")
-    app_id = int.from_bytes(head[68:72], "big")
-    if app_id == APPLICATION_ID:
-        return
-    if app_id != 0:
-        raise NotAStoreError(f"{path} belongs to another application (SQLite application id {app_id:#x}); "
-                             f"{untouched}")
-    try:
-        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
-        try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise NotAStoreError(f"{path} is not a readable SQLite database ({exc}); {untouched}") from exc
-    if not {"_migrations", "entries"} <= tables:
-        shown = ", ".join(sorted(tables)[:8]) or "none"
-        raise NotAStoreError(f"{path} is an SQLite database of another application (tables: {shown}), not a "
-                             f"memory store; {untouched}")
-
-
-def _create_store_file(path: Path, *, max_file_bytes: int | None = None) -> None:
-    """Create a new, fully initialised store at ``path``, atomically.
-
-    The store is built under a private name beside ``path`` and linked into
-    place only when complete, so a crash leaves no half-made file, and a
-    store another process created at ``path`` meanwhile is kept as it is
-    (this call then simply uses it).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
-    try:
-        MemoryStore(tmp, _new_file=True, max_file_bytes=max_file_bytes).close()
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass  # another process created it first: theirs stands
-        except OSError:  # a file system without hard links: a plain rename, checked first
-            if not path.exists():
-                os.replace(tmp, path)
-    finally:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
-
-
 _SQLITE_FULL = 13
 
 
@@ -854,27 +547,5 @@ def _is_full(exc: BaseException) -> bool:
     return "database or disk is full" in str(exc)
 
 
-def _lookup_key(entry_id: object) -> bool:
-    """Whether ``entry_id`` could be an id at all (a str SQLite can bind); no such entry otherwise."""
-    if not isinstance(entry_id, str):
-        return False
-    try:
-        entry_id.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: never a stored id
-        return False
-    return True
-
-
-def _not_found(entry_id: object) -> EntryNotFoundError:
-    # Cut at 300 characters: an id may be a hostile megabyte of text.
-    return EntryNotFoundError(f"no entry with id {entry_id!r:.300}")
-
-
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _split_sql(script: str) -> list[str]:
-    """Statements of a migration script (none of ours has ';' inside a string)."""
-    lines = [line for line in script.splitlines() if not line.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]

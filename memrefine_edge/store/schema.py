@@ -7,7 +7,7 @@ append a new one.
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "Migration", "ENTRY_COLUMNS"]
+__all__ = ["MIGRATIONS", "Migration", "ENTRY_COLUMNS", "split_sql"]
 
 from dataclasses import dataclass
 
@@ -134,3 +134,9 @@ MIGRATIONS: list[Migration] = [
         """,
     ),
 ]
+
+
+def split_sql(script: str) -> list[str]:
+    """Statements of a migration script (none of ours has ';' inside a string)."""
+    lines = [line for line in script.splitlines() if not line.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]

@@ -1,0 +1,87 @@
+"""The store's file: recognising a store this module made, creating one atomically, connecting."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import NotAStoreError, StoreError
+
+__all__ = ["APPLICATION_ID", "check_store_file", "create_store_file", "connect"]
+
+#: ``PRAGMA application_id`` of every store this module creates ("MREF").
+APPLICATION_ID = 0x4D524546
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
+    if not read_only:
+        return sqlite3.connect(str(path), check_same_thread=False)
+    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        return sqlite3.connect(str(path), check_same_thread=False)  # made query_only by the caller
+    # A read-only file or folder: SQLite's own read-only mode.
+    return sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+
+
+def check_store_file(path: Path) -> None:
+    """Raise :class:`NotAStoreError` unless ``path`` is a memory store this module created.
+
+    Reads only: a foreign file is refused untouched. A store is recognised by
+    its application id, or (stores made before the id was set) by its
+    migration table next to an ``entries`` table.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc}") from exc
+    untouched = "it was left untouched (pick another --db, or move the file away)"
+    if not head:
+        raise NotAStoreError(f"{path} is an empty file, not a memory store; {untouched}")
+    if not head.startswith(_SQLITE_MAGIC) or len(head) < 100:
+        raise NotAStoreError(f"{path} is not an SQLite database, so not a memory store; {untouched}")
+    app_id = int.from_bytes(head[68:72], "big")
+    if app_id == APPLICATION_ID:
+        return
+    if app_id != 0:
+        raise NotAStoreError(f"{path} belongs to another application (SQLite application id {app_id:#x}); "
+                             f"{untouched}")
+    try:
+        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise NotAStoreError(f"{path} is not a readable SQLite database ({exc}); {untouched}") from exc
+    if not {"_migrations", "entries"} <= tables:
+        shown = ", ".join(sorted(tables)[:8]) or "none"
+        raise NotAStoreError(f"{path} is an SQLite database of another application (tables: {shown}), not a "
+                             f"memory store; {untouched}")
+
+
+def create_store_file(path: Path, initialise: Callable[[Path], None]) -> None:
+    """Create a new, fully initialised store at ``path``, atomically.
+
+    The store is built under a private name beside ``path`` and linked into
+    place only when complete, so a crash leaves no half-made file, and a
+    store another process created at ``path`` meanwhile is kept as it is
+    (this call then simply uses it).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
+    try:
+        initialise(tmp)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: theirs stands
+        except OSError:  # a file system without hard links: a plain rename, checked first
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)

@@ -1,0 +1,151 @@
+"""Size accounting of a store, both metrics (a part of :class:`~memrefine_edge.store.MemoryStore`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from ..entry import Entry, json_size
+from .schema import MIGRATIONS, split_sql
+
+__all__ = ["METRICS", "StoreStats", "SizesMixin"]
+
+METRICS = ("json", "disk")
+_MEMORY_TABLES = ("entries", "links", "links_dst", "sqlite_autoindex_entries_1", "entries_json_bytes")
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What ``memrefine stats`` reports."""
+
+    entries: int
+    json_bytes: int
+    disk_bytes: int
+    embedding_bytes: int
+    embedded: int
+    links: int
+    file_bytes: int
+    overhead_bytes: int
+    history_entries: int
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class SizesMixin:
+    """The size methods of :class:`~memrefine_edge.store.MemoryStore` (its connection, its entries)."""
+
+    if TYPE_CHECKING:  # provided by MemoryStore
+        _db: Any
+
+        def get(self, entry_id: str) -> Entry: ...
+
+    def json_bytes(self) -> int:
+        """Total size under the ``json`` metric."""
+        return int(self._db.conn.execute("SELECT COALESCE(SUM(json_bytes), 0) FROM entries").fetchone()[0])
+
+    def disk_bytes(self) -> int:
+        """Total size under the ``disk`` metric (used bytes of the memory's pages)."""
+        marks = ",".join("?" * len(_MEMORY_TABLES))
+        return int(
+            self._db.conn.execute(
+                f"SELECT COALESCE(SUM(pgsize - unused), 0) FROM dbstat WHERE name IN ({marks})", _MEMORY_TABLES
+            ).fetchone()[0]
+        )
+
+    def size(self, metric: str = "json") -> int:
+        """Store size under ``metric`` (``json`` or ``disk``)."""
+        if metric == "json":
+            return self.json_bytes()
+        if metric == "disk":
+            return self.disk_bytes()
+        raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+
+    def stats(self) -> StoreStats:
+        """Entries, both sizes, embedding bytes, links and bookkeeping overhead."""
+        conn = self._db.conn
+        n, emb_bytes, embedded = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(embedding)), 0), COUNT(embedding) FROM entries"
+        ).fetchone()
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        used_total = (pages - free) * page_size
+        disk = self.disk_bytes()
+        return StoreStats(
+            entries=n,
+            json_bytes=self.json_bytes(),
+            disk_bytes=disk,
+            embedding_bytes=int(emb_bytes),
+            embedded=int(embedded),
+            links=conn.execute("SELECT COUNT(*) FROM links").fetchone()[0],
+            file_bytes=used_total,
+            overhead_bytes=max(0, used_total - disk),
+            history_entries=conn.execute("SELECT COUNT(*) FROM history").fetchone()[0],
+        )
+
+    def min_entry_json_bytes(self) -> int:
+        """Smallest store of one entry under the ``json`` metric (0 for an empty store)."""
+        ids = [r[0] for r in self._db.conn.execute("SELECT id FROM entries ORDER BY json_bytes, seq LIMIT 3")]
+        return min((self.solo_size(i, "json") for i in ids), default=0)
+
+    def min_disk_bytes(self, *, embedding_bytes: int = 0) -> int:
+        """``disk`` size of this store reduced to its smallest entry, measured.
+
+        The few smallest entries (by json size plus embedding) are each
+        measured alone with :meth:`solo_size`.
+        """
+        ids = [r[0] for r in self._db.conn.execute(
+            "SELECT id FROM entries ORDER BY json_bytes + COALESCE(LENGTH(embedding), ?), seq LIMIT 3",
+            (embedding_bytes,),
+        )]
+        return min((self.solo_size(i, "disk", embedding_bytes=embedding_bytes) for i in ids), default=0)
+
+    def solo_size(self, entry_id: str, metric: str, *, embedding_bytes: int = 0) -> int:
+        """Size of a store that holds only this entry (its links to others gone).
+
+        ``json``: the entry's json size without links. ``disk``: the entry is
+        written alone into an in-memory database with this schema and
+        measured with ``dbstat`` exactly as :meth:`disk_bytes` measures; an
+        entry not embedded yet gets a zero blob of ``embedding_bytes``.
+        """
+        entry = self.get(entry_id)
+        if metric == "json":
+            return json_size(replace(entry, links=()))
+
+        cols = "id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes, embedding"
+        row = self._db.conn.execute(f"SELECT {cols} FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        blob = row[8] if row[8] is not None else (bytes(embedding_bytes) if embedding_bytes else None)
+        mem = sqlite3.connect(":memory:")
+        try:
+            for migration in MIGRATIONS:
+                for statement in split_sql(migration.sql):
+                    mem.execute(statement)
+            mem.execute(f"INSERT INTO entries ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*row[:8], blob))
+            marks = ",".join("?" * len(_MEMORY_TABLES))
+            return int(mem.execute(
+                f"SELECT SUM(pgsize - unused) FROM dbstat WHERE name IN ({marks})", _MEMORY_TABLES
+            ).fetchone()[0])
+        finally:
+            mem.close()
+
+    def sizes_after(self, seq: int, metric: str = "json") -> dict[str, int]:
+        """``{id: size}`` of the entries inserted after ``seq`` (an index range scan).
+
+        ``json`` sizes are exact; ``disk`` sizes are an estimate per entry (its
+        json bytes plus its embedding), since pages are shared between entries.
+        """
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+        extra = " + COALESCE(LENGTH(embedding), 0)" if metric == "disk" else ""
+        return {r[0]: int(r[1]) for r in self._db.conn.execute(
+            f"SELECT id, json_bytes{extra} FROM entries WHERE seq > ? ORDER BY seq", (int(seq),))}
+
+    def link_degrees(self) -> dict[str, int]:
+        """Links in + out per live entry (entries without links are absent)."""
+        out: dict[str, int] = {}
+        for src, dst in self._db.conn.execute("SELECT src, dst FROM links"):
+            out[src] = out.get(src, 0) + 1
+            out[dst] = out.get(dst, 0) + 1
+        return out
