@@ -17,12 +17,14 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from .errors import BudgetError
+from .errors import BudgetError, ConfigurationError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import MemoryStore
 
-__all__ = ["StandingBudget", "parse_budget", "get_budget", "set_budget", "clear_budget"]
+__all__ = ["StandingBudget", "parse_budget", "get_budget", "set_budget", "clear_budget", "resolve_target"]
+
+METRICS = ("json", "disk")  # the store's size metrics (memrefine_edge.store.METRICS)
 
 _META_KEY = "budget"
 _UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
@@ -84,3 +86,36 @@ def clear_budget(store: "MemoryStore") -> bool:
     if had:
         store.delete_meta(_META_KEY)
     return had
+
+
+def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = None, budget_bytes: int | None = None,
+                   dim: int = 384) -> int:
+    """Validate a budget (a ratio of the store's size now, or bytes) and return it in bytes.
+
+    ``dim`` is the embedding width: under the ``disk`` metric a ratio is of
+    the store with every entry embedded. Raises :class:`BudgetError` for a
+    malformed budget, or one below what any compression can reach (smaller
+    than the smallest single entry).
+    """
+    if metric not in METRICS:
+        raise ConfigurationError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+    if (budget is None) == (budget_bytes is None):
+        raise BudgetError("give exactly one of a budget ratio or a budget in bytes")
+    if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 1:
+            raise BudgetError(f"budget ratio must be in (0, 1], got {budget!r}")
+    elif isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int) or budget_bytes <= 0:
+        raise BudgetError(f"budget in bytes must be a positive integer, got {budget_bytes!r}")
+    current = store.size(metric)
+    if metric == "disk":
+        # Embeddings are part of the disk size; a ratio is of the store as
+        # it will be compressed, with every entry embedded.
+        current += (len(store) - store.stats().embedded) * dim * 4
+    target = int(current * budget) if budget is not None else int(budget_bytes)  # type: ignore[arg-type]
+    floor = store.min_entry_json_bytes() if metric == "json" else store.min_disk_bytes(embedding_bytes=dim * 4)
+    if len(store) and target < floor:
+        raise BudgetError(
+            f"budget of {target:,} bytes ({metric}) is below what is possible: the smallest "
+            f"store that still holds one entry takes {floor:,} bytes"
+        )
+    return target

@@ -23,7 +23,6 @@ Budget modes:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import warnings
@@ -32,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .budget import resolve_target
 from .decision import Decision
 from .errors import (
     BudgetError,
@@ -42,6 +42,7 @@ from .errors import (
     RunInterruptedError,
     RunLockedError,
 )
+from .merger import build_merged_entry, merged_entry_id
 from .methods import Method, PairContext, get_method
 from .store import METRICS, Entry, MemoryStore, RunLock
 
@@ -103,39 +104,6 @@ class CompressionReport:
         return out
 
 
-def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = None, budget_bytes: int | None = None,
-                   dim: int = 384) -> int:
-    """Validate a budget (a ratio of the store's size now, or bytes) and return it in bytes.
-
-    ``dim`` is the embedding width: under the ``disk`` metric a ratio is of
-    the store with every entry embedded. Raises :class:`BudgetError` for a
-    malformed budget, or one below what any compression can reach (smaller
-    than the smallest single entry).
-    """
-    if metric not in METRICS:
-        raise ConfigurationError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
-    if (budget is None) == (budget_bytes is None):
-        raise BudgetError("give exactly one of a budget ratio or a budget in bytes")
-    if budget is not None:
-        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 1:
-            raise BudgetError(f"budget ratio must be in (0, 1], got {budget!r}")
-    elif isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int) or budget_bytes <= 0:
-        raise BudgetError(f"budget in bytes must be a positive integer, got {budget_bytes!r}")
-    current = store.size(metric)
-    if metric == "disk":
-        # Embeddings are part of the disk size; a ratio is of the store as
-        # it will be compressed, with every entry embedded.
-        current += (len(store) - store.stats().embedded) * dim * 4
-    target = int(current * budget) if budget is not None else int(budget_bytes)  # type: ignore[arg-type]
-    floor = store.min_entry_json_bytes() if metric == "json" else store.min_disk_bytes(embedding_bytes=dim * 4)
-    if len(store) and target < floor:
-        raise BudgetError(
-            f"budget of {target:,} bytes ({metric}) is below what is possible: the smallest "
-            f"store that still holds one entry takes {floor:,} bytes"
-        )
-    return target
-
-
 @dataclass
 class _Plan:
     """One run's settings: recorded ones when it resumes, the compressor's own when it is new."""
@@ -180,35 +148,6 @@ class _Outsiders:
                                if i not in self.created})
             self._seen = top
         return sum(self.sizes.values())
-
-
-def merged_entry_id(a_id: str, b_id: str) -> str:
-    """Deterministic id of the entry that replaces ``a_id`` and ``b_id``."""
-    return "m-" + hashlib.sha256("\x00".join(sorted((a_id, b_id))).encode("utf-8")).hexdigest()[:16]
-
-
-def build_merged_entry(a: Entry, b: Entry, *, content: str, keywords: tuple[str, ...]) -> Entry:
-    """The merged entry's fields, per the paper's store update rule.
-
-    Links: union of both entries' links, duplicates and self-loops (and the
-    pair itself) removed. Timestamps: every original timestamp is kept, the
-    earlier-inserted entry's first, duplicates dropped; ``timestamp`` (the
-    first) is therefore the older entry's. Provenance: union. Metadata: the
-    earlier entry's, filled in with keys only the later one has, plus
-    ``merged_from``.
-    """
-    new_id = merged_entry_id(a.id, b.id)
-    links = tuple(dict.fromkeys(link for link in (*a.links, *b.links) if link not in (a.id, b.id, new_id)))
-    metadata = {**dict(b.metadata), **dict(a.metadata), "merged_from": [a.id, b.id]}
-    return Entry(
-        id=new_id,
-        content=content,
-        keywords=tuple(dict.fromkeys(keywords)) or tuple(dict.fromkeys((*a.keywords, *b.keywords))),
-        links=links,
-        timestamps=tuple(dict.fromkeys((*a.timestamps, *b.timestamps))),
-        metadata=metadata,
-        provenance=tuple(dict.fromkeys((*a.provenance, *b.provenance))),
-    )
 
 
 class Compressor:

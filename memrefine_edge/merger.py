@@ -20,18 +20,21 @@ the check on the full texts and repaired or replaced by the concatenation.
 from __future__ import annotations
 
 import abc
+import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass
 from typing import Literal
 
+from .entry import Entry
 from .errors import MergeOutputError
 from .facts import extract, fact_sentences, is_filler, missing_facts, strip_speaker, surface_forms
 from .prompts import MERGE_SCHEMA, build_merge_messages
 
 __all__ = ["MergedEntry", "Merger", "LlamaMerger", "GuardedMerger", "MERGE_SCHEMA", "MAX_MERGED_CHARS",
-           "concat_merge", "parse_merged", "build_merge_messages", "default_keywords"]
+           "concat_merge", "parse_merged", "build_merge_messages", "default_keywords", "merged_entry_id",
+           "build_merged_entry"]
 
 #: The longest entry a merge may write (characters). A pair whose merge would
 #: be longer is preserved instead: both entries stay whole, nothing is cut.
@@ -263,3 +266,35 @@ class GuardedMerger(Merger):
             return None
         kws = merged.keywords or default_keywords(content)
         return MergedEntry(content=content, keywords=kws, source="repair")
+
+
+# --- the merged entry -------------------------------------------------------------
+
+
+def merged_entry_id(a_id: str, b_id: str) -> str:
+    """Deterministic id of the entry that replaces ``a_id`` and ``b_id``."""
+    return "m-" + hashlib.sha256("\x00".join(sorted((a_id, b_id))).encode("utf-8")).hexdigest()[:16]
+
+
+def build_merged_entry(a: Entry, b: Entry, *, content: str, keywords: tuple[str, ...]) -> Entry:
+    """The merged entry's fields, per the paper's store update rule.
+
+    Links: union of both entries' links, duplicates and self-loops (and the
+    pair itself) removed. Timestamps: every original timestamp is kept, the
+    earlier-inserted entry's first, duplicates dropped; ``timestamp`` (the
+    first) is therefore the older entry's. Provenance: union. Metadata: the
+    earlier entry's, filled in with keys only the later one has, plus
+    ``merged_from``.
+    """
+    new_id = merged_entry_id(a.id, b.id)
+    links = tuple(dict.fromkeys(link for link in (*a.links, *b.links) if link not in (a.id, b.id, new_id)))
+    metadata = {**dict(b.metadata), **dict(a.metadata), "merged_from": [a.id, b.id]}
+    return Entry(
+        id=new_id,
+        content=content,
+        keywords=tuple(dict.fromkeys(keywords)) or tuple(dict.fromkeys((*a.keywords, *b.keywords))),
+        links=links,
+        timestamps=tuple(dict.fromkeys((*a.timestamps, *b.timestamps))),
+        metadata=metadata,
+        provenance=tuple(dict.fromkeys((*a.provenance, *b.provenance))),
+    )

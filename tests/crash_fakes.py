@@ -1,4 +1,4 @@
-"""Shared pieces of the crash and concurrency tests (issue #9).
+"""Shared pieces of the crash and concurrency tests.
 
 Used by ``tests/crash_worker.py`` (the subprocess that gets killed) and by the
 tests that check what it left behind, so both sides agree on the store, the

@@ -1,4 +1,4 @@
-"""Concurrency (issue #9): readers during a compression, the run lock, a crashed lock holder.
+"""Concurrency: readers during a compression, the run lock, a crashed lock holder.
 
 The compression runs in a subprocess (``tests/crash_worker.py``) that pauses
 every few decisions and waits to be told to go on, so the test knows exactly

@@ -1,4 +1,4 @@
-"""Crash campaign (issue #9): SIGKILL a compression anywhere, check what it left, resume.
+"""Crash campaign: SIGKILL a compression anywhere, check what it left, resume.
 
 Two commands (:data:`PAPER`: deletes, merges, preserves; :data:`STRICT`: the
 same plus a long tail of strict-budget evictions) are run by
@@ -199,7 +199,7 @@ def test_sigkill_from_outside_at_random_points(refs, tmp_path, name):
     assert third > window + 2
 
     def chain(i: int) -> None:
-        rng = random.Random(f"issue-9-{name}-{i}")
+        rng = random.Random(f"campaign-{name}-{i}")
         db = tmp_path / f"{name}-{i}.db"
         copy_db(ref.original_path, db)
         for k in range(3):
@@ -272,7 +272,7 @@ def test_sigkill_before_a_random_sql_statement(refs, tmp_path, name):
     command is covered by the chains above).
     """
     ref = refs[name]
-    rng = random.Random(f"issue-9-sql-{name}")
+    rng = random.Random(f"campaign-sql-{name}")
 
     def kill_at(k: int) -> None:
         db = tmp_path / f"{name}-sql{k}.db"

@@ -1,4 +1,4 @@
-"""Hostile and broken input (issue #9): importers, the store API, prompts, model files, a full disk.
+"""Hostile and broken input: importers, the store API, prompts, model files, a full disk.
 
 The invariant checked everywhere: an operation either succeeds, and what it
 stored survives an export -> import round trip unchanged, or it raises a
@@ -483,7 +483,7 @@ def test_text_import_keeps_paragraph_text(pool, paragraphs):
     assert [e.content for e in parsed] == expected
 
 
-# Every bug below escaped as a non-MemRefineError before issue #9.
+# Each case below once escaped as an error outside the MemRefineError hierarchy.
 REGRESSIONS = [
     ("jsonl", "[" * 100_000, ImportFormatError, "nested too deeply"),
     ("jsonl", '{"id": "a", "content": "x", "metadata": {"k": ' + "[" * 50_000 + "]" * 50_000 + "}}",
