@@ -9,9 +9,11 @@
 from __future__ import annotations
 
 from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
-from .core import APPLICATION_ID, METRICS, MemoryStore, StoreStats, check_store_file
+from .core import MemoryStore
+from .files import APPLICATION_ID, check_store_file
 from .journal import DecisionRecord, RunInfo, RunJournal
 from .lock import RunLock
+from .sizes import METRICS, StoreStats
 
 __all__ = [
     "Entry",

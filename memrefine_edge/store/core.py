@@ -33,12 +33,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import sqlite_utils
 
-from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, is_lookup_key, json_size, validate_entry
+from ..entry import Entry, content_hash, is_lookup_key, json_size, validate_entry
 from ..errors import (
     DuplicateIdError,
     EntryNotFoundError,
@@ -51,25 +51,11 @@ from ..errors import (
 from .files import APPLICATION_ID, check_store_file, connect, create_store_file
 from .journal import RunJournal
 from .schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
-from .sizes import METRICS, SizesMixin, StoreStats
+from .sizes import SizesMixin
 from .vectors import VectorsMixin
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
+__all__ = ["MemoryStore"]
 
-__all__ = [
-    "Entry",
-    "MemoryStore",
-    "validate_entry",
-    "StoreStats",
-    "json_size",
-    "content_hash",
-    "MAX_CONTENT_CHARS",
-    "MAX_ID_CHARS",
-    "METRICS",
-    "APPLICATION_ID",
-    "check_store_file",
-]
 
 class MemoryStore(SizesMixin, VectorsMixin):
     """A memory store in one SQLite file.
