@@ -7,8 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import ConcatMerger
 
-from memrefine_edge.errors import MemRefineError
+from memrefine_edge.decision import Decision
+from memrefine_edge.errors import EvalError, MemRefineError
 from memrefine_edge.eval.harness import (
     Answerer,
     EvalConfig,
@@ -20,11 +22,9 @@ from memrefine_edge.eval.harness import (
     stratified_sample,
     top_k,
 )
-from memrefine_edge.decision import Decision
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
-from fakes import ConcatMerger
 
 # Self-written two-person chat: two sessions, twelve turns. Evidence turns say
 # distinctive things so the bag-of-words encoder retrieves them for their questions.
@@ -258,3 +258,18 @@ def test_a_missing_answer_model_file_is_reported_at_construction(tmp_path):
 
     with pytest.raises(ModelNotFoundError, match="nope.gguf"):
         LlamaAnswerer(model_path=tmp_path / "nope.gguf")
+
+
+def test_context_measures_and_floors_run_through_the_harness(data, tmp_path):
+    res = _run(_config(data, tmp_path / "out", methods=("rulesim", "fifo", "random"), context_bytes=(300, 600)))
+    base = res["samples"]["conv-t1"]["base"]
+    assert set(base["context"]) == {"300", "600"} and base["presence"]["n"] > 0
+    assert base["context"]["600"]["answer_sum"] >= base["context"]["300"]["answer_sum"]  # more context, no less
+    fifo = res["samples"]["conv-t1"]["methods"]["fifo"]["0.5"]
+    assert fifo["budget_met"] and fifo["llm_calls"] == 0 and fifo["actions"]["evict"] > 0
+    summary = res["summary"]["methods"]
+    assert summary["random"]["0.5"]["answer_recall@300"] is not None
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "Utility within a context budget" in report and "Answer@300" in report and "fifo" in report
+    with pytest.raises(EvalError, match="context sizes"):
+        _run(_config(data, tmp_path / "o2", context_bytes=(0,)))

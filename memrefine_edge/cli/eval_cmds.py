@@ -41,9 +41,12 @@ def eval_group() -> None:
               show_default=True, help="Memory representation: one entry per turn, per observation, or per paragraph.")
 @click.option("--text-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder of SAMPLE.txt files for --store text [default: mem0-style-stores beside --data].")
-@click.option("--methods", default="memrefine,rulesim,rulepr", show_default=True, help="Comma-separated methods.")
-@click.option("--budgets", default="1.0,0.7,0.6,0.5,0.4,0.3", show_default=True,
+@click.option("--methods", default="memrefine,rulesim,rulepr,fifo,random", show_default=True,
+              help="Comma-separated methods; fifo and random are the floors (evict oldest / random entries).")
+@click.option("--budgets", default="1.0,0.7,0.5,0.4,0.3,0.2", show_default=True,
               help="Comma-separated budget ratios in (0, 1]; 1.0 is the uncompressed base.")
+@click.option("--context-bytes", default="1000,2000", show_default=True,
+              help="Comma-separated context sizes C (UTF-8 bytes) for answer and evidence recall@C.")
 @click.option("--qa-limit", type=int, default=None,
               help="Answer at most N questions per sample (stratified by category, fixed seed); recall uses all.")
 @click.option("--no-qa", is_flag=True, help="Skip question answering (recall and storage only; no answer LLM).")
@@ -71,14 +74,17 @@ def eval_group() -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output folder: results.json, report.md, utility_vs_budget.png, cache/.")
 @json_option
-def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, qa_limit, no_qa, answer_model, judge_model,
+def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, context_bytes, qa_limit, no_qa, answer_model,
+                judge_model,
                 merge_min_similarity, merger, chain, metric, mode, seed, threads, keep_stores, out, as_json) -> None:
-    """Reproduce the storage-utility table on LoCoMo: storage, evidence recall@10 and QA F1/EM per budget."""
+    """Storage against utility on LoCoMo: answer and evidence recall within a context of C bytes, answer presence,
+    evidence recall@10 and QA F1/EM, per method and budget."""
     from ..eval.harness import EvalConfig, run_eval
 
     config = EvalConfig(
         data=data, out=out, samples=_csv(samples), store=store_kind, methods=_csv(methods) or (),
-        budgets=_budgets(budgets), qa=not no_qa, qa_limit=qa_limit, seed=seed, threads=threads, chain=chain,
+        budgets=_budgets(budgets), context_bytes=_sizes(context_bytes), qa=not no_qa, qa_limit=qa_limit, seed=seed,
+        threads=threads, chain=chain,
         metric=metric, mode=mode, merger=merger, judge_model=judge_model, answer_model=answer_model,
         merge_min_similarity=merge_min_similarity,
         text_dir=text_dir, keep_stores=keep_stores,
@@ -89,11 +95,21 @@ def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, qa_limit,
     data_out = {"out": str(out), "elapsed_s": results["elapsed_s"], "summary": summary}
     lines = [f"wrote {out / 'results.json'} and {out / 'report.md'} in {results['elapsed_s']:.0f} s"]
     base = summary["base"]
+    c0 = config.context_bytes[0]
+    key = f"answer_recall@{c0}"
     for name, per in summary["methods"].items():
-        cells = " ".join(f"{k}:{v['recall']:.3f}" for k, v in per.items() if v.get("recall") is not None)
-        if base.get("recall") is not None:
-            lines.append(f"  {name:10} recall@10 base {base['recall']:.3f} {cells}")
+        cells = " ".join(f"{k}:{v[key]:.3f}" for k, v in per.items() if v.get(key) is not None)
+        if base.get(key) is not None:
+            lines.append(f"  {name:10} answer recall@{c0} base {base[key]:.3f} {cells}")
     emit(data_out, as_json, "\n".join(lines))
+
+
+def _sizes(value: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"must be comma-separated whole numbers of bytes, got {value!r}",
+                                 param_hint="--context-bytes") from None
 
 
 def _shown(arg: str) -> str:

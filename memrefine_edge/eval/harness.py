@@ -2,11 +2,17 @@
 
 For each LoCoMo sample the harness builds the memory store once (cached in
 ``OUT/cache``, embeddings included), measures it uncompressed (the *base*),
-then compresses a copy per method and budget and measures each copy:
+then compresses a copy per method (the floors ``fifo`` and ``random`` of
+:mod:`.floors` included) and budget and measures each copy:
 
 * **storage**: entries, bytes in both metrics, realized ratios against the
   base, compression seconds and LLM calls (judge + merge);
-* **evidence recall@k** (no LLM): each question's top-k memories by cosine
+* **utility within a context of C bytes** (no LLM; :mod:`.context`): the
+  entries an assistant reading C bytes would see, ranked by cosine, and in
+  them *evidence recall@C* and *answer recall@C*; and *answer presence*,
+  whether the gold answer's words are anywhere in the store. These are the
+  primary measures: they cannot be gamed by packing entries together;
+* **evidence recall@k** (secondary: it favours packed entries): each question's top-k memories by cosine
   similarity (the store's default retriever; every question is embedded
   once per sample and scored in numpy against each copy's embedding
   matrix); recall is the share of the question's evidence ``dia_id``s found
@@ -47,6 +53,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import EvalError
+from .context import StoreText, answer_presence, answer_tokens, score_context
+from .floors import FLOORS, evict_floor
 from .metrics import CATEGORY_NAMES, score_qa
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -132,8 +140,9 @@ class EvalConfig:
     out: Path
     samples: tuple[str, ...] | None = None
     store: str = "turns"
-    methods: tuple[str, ...] = ("memrefine", "rulesim", "rulepr")
-    budgets: tuple[float, ...] = (1.0, 0.7, 0.6, 0.5, 0.4, 0.3)
+    methods: tuple[str, ...] = ("memrefine", "rulesim", "rulepr", "fifo", "random")
+    budgets: tuple[float, ...] = (1.0, 0.7, 0.5, 0.4, 0.3, 0.2)
+    context_bytes: tuple[int, ...] = (1000, 2000)
     qa: bool = True
     qa_limit: int | None = None
     k: int = 10
@@ -231,7 +240,7 @@ def stratified_sample(questions: Sequence[Question], limit: int | None, *, seed:
 def _methods_known(extra: Iterable[str]) -> list[str]:
     from ..methods import method_names
 
-    return sorted(set(method_names()) | set(extra))
+    return sorted(set(method_names()) | set(FLOORS) | set(extra))
 
 
 def validate_config(config: EvalConfig, *, known_methods: Iterable[str] = ()) -> list[dict[str, Any]]:
@@ -249,6 +258,9 @@ def validate_config(config: EvalConfig, *, known_methods: Iterable[str] = ()) ->
     for m in config.methods:
         if m not in known:
             raise EvalError(f"unknown method {m!r}; known: {', '.join(known)}")
+    if not config.context_bytes or any(isinstance(c, bool) or not isinstance(c, int) or c < 1
+                                       for c in config.context_bytes):
+        raise EvalError(f"context sizes must be whole numbers of bytes >= 1, got {config.context_bytes!r}")
     if config.qa_limit is not None and config.qa_limit < 1:
         raise EvalError(f"--qa-limit must be at least 1, got {config.qa_limit}")
     if config.k < 1 or config.threads < 1 or config.merger not in ("llm", "concat"):
@@ -343,6 +355,8 @@ class _View:
     contents: list[str]
     provenance: list[frozenset[str]]
     top: np.ndarray
+    order: np.ndarray
+    text: StoreText
 
     def found(self, qi: int, evidence: frozenset[str]) -> frozenset[str]:
         return evidence & frozenset().union(*(self.provenance[i] for i in self.top[qi]))
@@ -353,7 +367,11 @@ def _view(store: "MemoryStore", encoder: "Encoder", q_emb: np.ndarray, k: int) -
     ids, matrix = store.embeddings(model_id=encoder.model_id)
     entries = {e.id: e for e in store.entries()}
     contents = [(f"[{entries[i].timestamp}] " if entries[i].timestamp else "") + entries[i].content for i in ids]
-    return _View(ids, contents, [frozenset(entries[i].provenance) for i in ids], top_k(matrix, q_emb, k))
+    provenance = [frozenset(entries[i].provenance) for i in ids]
+    order = top_k(matrix, q_emb, len(ids))  # the whole ranking: contexts take as many as fit
+    # The context holds the entries' content as stored (no timestamp prefix), measured in UTF-8 bytes.
+    text = StoreText.of([entries[i].content for i in ids], provenance)
+    return _View(ids, contents, provenance, order[:, :k], order, text)
 
 
 def _recall(view: _View, questions: Sequence[Question],
@@ -478,6 +496,11 @@ class _Sample:
     q_emb: np.ndarray
     has_prov: bool
 
+    @property
+    def gold(self) -> list[frozenset[str]]:
+        """Each question's gold answer tokens (empty for adversarial questions)."""
+        return [answer_tokens(dict(q.record)) for q in self.questions]
+
 
 class _Run:
     """One evaluation in progress: shared models, results, and the clock for log lines."""
@@ -511,9 +534,14 @@ class _Run:
             self.say(f"{sample.sid} {label}: answering {len(sample.chosen)} questions")
             qa = _qa(view, sample.questions, sample.chosen, self.answerer)
         sizes = {"entries": len(store), "json_bytes": store.json_bytes(), "disk_bytes": store.disk_bytes()}
-        return {**sizes, "recall": recall, "qa": qa}, found, view
+        cats, gold = [q.category for q in sample.questions], sample.gold
+        context = {str(c): score_context(view.text, view.order, cats, [q.evidence for q in sample.questions], gold, c,
+                                         has_provenance=sample.has_prov).as_dict()
+                   for c in self.config.context_bytes}
+        presence = answer_presence(view.text, cats, gold)
+        return {**sizes, "recall": recall, "qa": qa, "context": context, "presence": presence}, found, view
 
-    def compress(self, sample: _Sample, name: str, budget: float, path: Path, method: "Method",
+    def compress(self, sample: _Sample, name: str, budget: float, path: Path, method: "Method | None",
                  merger: "Merger | None", base: dict[str, Any], base_found: list[frozenset[str]],
                  base_prov: dict[str, frozenset[str]]) -> dict[str, Any]:
         """Compress the store at ``path`` to ``budget`` of the base size and measure it."""
@@ -531,18 +559,26 @@ class _Run:
                          f"{dict(p.counts)}")
 
         merge_calls = int(getattr(merger, "stats", {}).get("llm_calls", 0))
+        target = max(1, int(base[f"{config.metric}_bytes"] * budget))
         with MemoryStore(path, create=False) as store:
-            comp = Compressor(store, encoder=self.encoder, method=method, merger=merger, metric=config.metric,
-                              mode=config.mode, progress=progress)
             started = time.perf_counter()
-            rep = comp.run(budget_bytes=max(1, int(base[f"{config.metric}_bytes"] * budget)))
+            if name in FLOORS:
+                rep = evict_floor(store, name, target_bytes=target, metric=config.metric, seed=config.seed)
+                llm = 0
+            else:
+                assert method is not None  # only the floors run without a method
+                comp = Compressor(store, encoder=self.encoder, method=method, merger=merger, metric=config.metric,
+                                  mode=config.mode, progress=progress)
+                report = comp.run(budget_bytes=target)
+                llm = report.llm_calls + int(getattr(merger, "stats", {}).get("llm_calls", 0)) - merge_calls
+                rep = {k: getattr(report, k) for k in ("target_bytes", "budget_met", "stop_reason", "actions",
+                                                       "sources")}
             secs = time.perf_counter() - started
-            llm = rep.llm_calls + int(getattr(merger, "stats", {}).get("llm_calls", 0)) - merge_calls
             m, found, view = self.measure(sample, store, f"{name} {budget:g}")
             m.update(budget=budget, ratio_json=m["json_bytes"] / base["json_bytes"],
-                     ratio_disk=m["disk_bytes"] / base["disk_bytes"], target_bytes=rep.target_bytes,
-                     budget_met=rep.budget_met, stop_reason=rep.stop_reason, actions=rep.actions,
-                     sources=rep.sources, seconds=round(secs, 3), llm_calls=llm)
+                     ratio_disk=m["disk_bytes"] / base["disk_bytes"], target_bytes=rep["target_bytes"],
+                     budget_met=rep["budget_met"], stop_reason=rep["stop_reason"], actions=rep["actions"],
+                     sources=rep["sources"], seconds=round(secs, 3), llm_calls=llm)
             if sample.has_prov and abs(budget - config.attribution_budget) < 1e-9 and base["recall"]["n"]:
                 drop = (base["recall"]["sum"] - m["recall"]["sum"]) / base["recall"]["n"]
                 if drop > config.attribution_drop:
@@ -605,7 +641,7 @@ def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_fac
                 if bi == 0 or not config.chain:  # a fresh copy and fresh method state per compression
                     path.unlink(missing_ok=True)
                     _copy_db(sample.base_path, path)
-                    method, merger = run.factory(name, config)
+                    method, merger = (None, None) if name in FLOORS else run.factory(name, config)
                     cum_s, cum_llm = 0.0, 0
                 m = run.compress(sample, name, b, path, method, merger, base, base_found, base_prov)
                 cum_s, cum_llm = cum_s + m["seconds"], cum_llm + m["llm_calls"]

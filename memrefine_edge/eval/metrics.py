@@ -92,6 +92,7 @@ __all__ = [
     "ScoreSummary",
     "aggregate",
     "declines",
+    "stemmed_tokens",
     "exact_match",
     "f1_score",
     "gold_answer",
@@ -196,8 +197,12 @@ def normalize_answer(s: str) -> str:
     return " ".join(_remove_articles(s).split())
 
 
-def _stemmed_tokens(s: str) -> list[str]:
+def stemmed_tokens(s: str) -> list[str]:
+    """The scorer's tokens of a text: :func:`normalize_answer`, split, Porter-stemmed."""
     return [stem(token) for token in normalize_answer(s).split()]
+
+
+_stemmed_tokens = stemmed_tokens
 
 
 def f1_score(prediction: str, ground_truth: str) -> float:

@@ -115,6 +115,31 @@ def _pool(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     attrs = [r["attribution"] for r in records if r.get("attribution")]
     if attrs:
         out["attribution"] = _merge_attr(attrs)
+    out.update(_pool_context(records))
+    return out
+
+
+def _pool_context(records: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Pool the context-budget measures (``.context``) and answer presence over samples."""
+    out: dict[str, Any] = {}
+    budgets = sorted({c for r in records for c in (r.get("context") or {})}, key=int)
+    for c in budgets:
+        ctx = [r["context"][c] for r in records if c in (r.get("context") or {})]
+        out[f"answer_recall@{c}"] = _div(sum(x["answer_sum"] for x in ctx), sum(x["answer_n"] for x in ctx))
+        out[f"evidence_recall@{c}"] = _div(sum(x["evidence_sum"] for x in ctx), sum(x["evidence_n"] for x in ctx))
+        cats: dict[str, list[float]] = {}
+        for x in ctx:
+            for cat, v in x["by_category"].items():
+                acc = cats.setdefault(cat, [0.0, 0, 0.0, 0])
+                acc[0] += v["answer_sum"]
+                acc[1] += v["answer_n"]
+                acc[2] += v["evidence_sum"]
+                acc[3] += v["evidence_n"]
+        out[f"context_by_category@{c}"] = {cat: {"answer": _div(a, an), "answer_n": an, "evidence": _div(e, en),
+                                                 "evidence_n": en} for cat, (a, an, e, en) in sorted(cats.items())}
+    pres = [r["presence"] for r in records if r.get("presence")]
+    if pres:
+        out["presence"] = _div(sum(x["present"] for x in pres), sum(x["n"] for x in pres))
     return out
 
 
@@ -183,7 +208,8 @@ def render_markdown(results: Mapping[str, Any], summary: Mapping[str, Any], plot
               + ", ".join(f"{c} = {n}" for c, n in CATEGORY_NAMES.items()) + ".", ""]
     if not has_recall:
         lines += ["Evidence recall is **not available** for the text store: its entries carry no provenance.", ""]
-    lines += ["## Table 1 shape: utility by budget", ""]
+    lines += _context_section(results, summary)
+    lines += ["## Table 1 shape: utility by budget (recall@10 favours packed entries)", ""]
     metrics: list[tuple[str, str]] = ([("Recall@10", "recall")] if has_recall else []) + (
         [("F1", "f1"), ("EM", "em")] if has_qa else []) + [("Storage (json)", "ratio_json"), ("Entries", "entries")]
     rows = []
@@ -238,6 +264,54 @@ def render_markdown(results: Mapping[str, Any], summary: Mapping[str, Any], plot
     if plot:
         lines += ["## Plot", "", f"![utility vs budget]({plot})", ""]
     return "\n".join(lines)
+
+
+def _context_section(results: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
+    """The primary table: utility within a context of C bytes, against realized storage."""
+    sizes = [str(c) for c in results["config"].get("context_bytes") or ()]
+    if not sizes:
+        return []
+    c0, base = sizes[0], summary["base"]
+    has_recall = results.get("has_recall", True)
+    out = ["## Utility within a context budget (primary; answer recall@C over categories 1-4)", "",
+           "An assistant reads a prompt of C bytes: the live entries ranked by cosine to the question, taken "
+           "whole while they fit (the first entry alone larger than C is cut to C). *Answer@C*: share of the gold "
+           "answer's tokens in that context; *evidence@C*: share of the evidence ids in its entries' provenance "
+           "(a cut entry counts with the share of its bytes shown); *presence*: questions whose gold tokens are "
+           "all somewhere in the store. *Recall@10* counts provenance in the top 10 entries and favours packing.",
+           ""]
+    head = ["Method", "Budget", "Ratio json", "Met"] + [f"Answer@{c}" for c in sizes] + (
+        [f"Evidence@{c0}"] if has_recall else []) + ["Presence", "Seconds", "LLM calls"] + (
+        ["Recall@10 (packing)"] if has_recall else [])
+
+    def row(name: str, label: str, p: Mapping[str, Any], met: str) -> list[str]:
+        return ([name, label, _f(p.get("ratio_json", 1.0)), met] + [_f(p.get(f"answer_recall@{c}")) for c in sizes]
+                + ([_f(p.get(f"evidence_recall@{c0}"))] if has_recall else [])
+                + [_f(p.get("presence")), _f(p.get("seconds_mean"), 1), _f(p.get("llm_calls_mean"), 1)]
+                + ([_f(p.get("recall"))] if has_recall else []))
+
+    rows = [row("base", "100%", {**base, "ratio_json": 1.0}, "–")]
+    for name, per in summary["methods"].items():
+        for k, p in per.items():
+            rows.append(row(name, f"{float(k):.0%}", p, f"{p.get('budget_met', 0)}/{p['samples']}"))
+    out += _table(head, rows) + [""]
+    if results.get("context_plot"):
+        out += [f"![answer recall against realized storage]({results['context_plot']})", ""]
+    out += [f"### Answer recall@{c0} by category", ""]
+    order = [str(c) for c in CATEGORY_REPORT_ORDER]
+    cat_base = base.get(f"context_by_category@{c0}") or {}
+    keys = [f"{b:g}" for b in results["budgets"]]
+    crow = []
+    for name, per in summary["methods"].items():
+        for c in order:
+            if c not in cat_base or not cat_base[c]["answer_n"]:
+                continue
+            crow.append([name, f"{c} {CATEGORY_NAMES[int(c)]} (n={cat_base[c]['answer_n']})",
+                         _f(cat_base[c]["answer"])]
+                        + [_f(per.get(k, {}).get(f"context_by_category@{c0}", {}).get(c, {}).get("answer"))
+                           for k in keys])
+    out += _table(["Method", "Category", "Base"] + [f"{float(k):.0%}" for k in keys], crow) + [""]
+    return out
 
 
 def _loss_section(results: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
@@ -306,10 +380,44 @@ def render_plot(summary: Mapping[str, Any], budgets: list[float], path: Path) ->
     return path.name
 
 
+def render_context_plot(summary: Mapping[str, Any], sizes: list[str], store: str, path: Path) -> str | None:
+    """PNG of answer recall@C against realized storage ratio, one line per method; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    base = summary["base"]
+    if not sizes or base.get(f"answer_recall@{sizes[0]}") is None:
+        return None
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 4), squeeze=False)
+    for ax, c in zip(axes[0], sizes, strict=True):
+        key = f"answer_recall@{c}"
+        for name, per in summary["methods"].items():
+            pts = [(1.0, base[key])] + sorted(((p["ratio_json"], p[key]) for p in per.values()
+                                               if p.get(key) is not None), reverse=True)
+            ax.plot([x * 100 for x, _ in pts], [y for _, y in pts], marker="o", label=name)
+        ax.set_xlabel("realized storage (% of base, json bytes)")
+        ax.set_ylabel(f"answer recall within {c} bytes of context")
+        ax.set_title(f"{store} store")
+        ax.invert_xaxis()
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
 def write_report(results: dict[str, Any], out: Path, *, log: Callable[[str], None]) -> None:
-    """Summarize, write the PNG (if matplotlib is installed) and ``report.md``."""
+    """Summarize, write the PNGs (if matplotlib is installed) and ``report.md``."""
     summary = summarize(results)
     results["summary"] = summary
+    sizes = [str(c) for c in results["config"].get("context_bytes") or ()]
+    results["context_plot"] = render_context_plot(summary, sizes, results["config"]["store"],
+                                                  out / "answer_recall_vs_ratio.png")
     plot = render_plot(summary, results["budgets"], out / "utility_vs_budget.png")
     if plot is None:
         log("no PNG plot: matplotlib is not installed (pip install 'memrefine-edge[bench]') or nothing to plot")
