@@ -12,6 +12,9 @@ wrong and, where there is one, how to fix it. The whole tree::
     ├── StoreError
     │   ├── StoreNotFoundError
     │   ├── StoreFullError
+    │   ├── StoreIOError
+    │   ├── StoreReadOnlyError
+    │   ├── StoreBusyError
     │   ├── StoreExistsError
     │   ├── SchemaError
     │   │   └── NotAStoreError
@@ -50,6 +53,9 @@ __all__ = [
     "ModelLoadError",
     "StoreError",
     "StoreFullError",
+    "StoreIOError",
+    "StoreReadOnlyError",
+    "StoreBusyError",
     "SchemaError",
     "NotAStoreError",
     "StoreNotFoundError",
@@ -117,6 +123,18 @@ class StoreFullError(StoreError):
     so nothing of it is in the store; the store stays usable (free space or
     raise the limit, then retry).
     """
+
+
+class StoreIOError(StoreError):
+    """The operating system refused a write to the store (file too large, an I/O error); nothing was lost."""
+
+
+class StoreReadOnlyError(StoreError):
+    """The store's file, folder or file system is read-only; nothing was written."""
+
+
+class StoreBusyError(StoreError):
+    """Another process held the store's write lock longer than the busy timeout; nothing was written."""
 
 
 class SchemaError(StoreError):

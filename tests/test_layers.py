@@ -40,6 +40,7 @@ LAYERS: list[list[str]] = [
     ["testing"],
     ["eval.stemmer"],
     ["eval.metrics"],
+    ["eval.context", "eval.floors"],
     ["eval.report"],
     ["eval.harness"],
     ["eval"],

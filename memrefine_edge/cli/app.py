@@ -9,8 +9,10 @@ messages here, at the edge, and nowhere else.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +80,9 @@ def log(message: str) -> None:
     click.echo(message, err=True)
 
 
+_OS_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EFBIG, errno.EIO, errno.EACCES, errno.EPERM, errno.EDQUOT}
+
+
 class _Group(click.Group):
     """Turns library errors into one clean line and exit code 1."""
 
@@ -88,6 +93,14 @@ class _Group(click.Group):
             raise click.UsageError(str(exc), ctx) from None
         except MemRefineError as exc:
             click.echo(f"Error: {exc}", err=True)
+            ctx.exit(1)
+        except (OSError, sqlite3.Error) as exc:
+            # The library types the refusals it can foresee; anything the operating system
+            # or SQLite still says no with (a temp folder full during a dry run's copy, say)
+            # is one line here, not a traceback.
+            if isinstance(exc, OSError) and exc.errno not in _OS_REFUSALS:
+                raise
+            click.echo(f"Error: {exc}; the command stopped, and the store keeps its last committed state", err=True)
             ctx.exit(1)
         except KeyboardInterrupt:
             click.echo("Interrupted; committed work is kept (rerun the command to resume).", err=True)

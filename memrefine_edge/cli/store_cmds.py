@@ -160,11 +160,19 @@ def upgrade_cmd(db_path: Path | None, as_json: bool) -> None:
 @db_option
 @json_option
 def search_cmd(query: str, k: int, threads: int | None, db_path: Path | None, as_json: bool) -> None:
-    """Top-K entries for QUERY by cosine similarity (embeds missing entries first)."""
+    """Top-K entries for QUERY by cosine similarity (embeds missing entries first).
+
+    On a store that cannot be written (a read-only file or file system) the
+    missing embeddings are computed in memory and nothing is written.
+    """
+    import os
+
     encoder = _encoder(threads)
-    with open_store(db_path) as store:
+    db = resolve_db(db_path)
+    writable = os.access(db, os.W_OK) and os.access(db.absolute().parent, os.W_OK)
+    with open_store(db_path, read_only=not writable) as store:
         missing = len(store) - store.stats().embedded
-        if missing > 0:
+        if missing > 0 and writable:
             log(f"embedding up to {missing} entries first ...")
             store.ensure_embeddings(encoder, progress=_progress)
         hits = store.search(query, k, encoder=encoder)

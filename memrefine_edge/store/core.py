@@ -24,6 +24,7 @@ Size accounting (both exact, both tested):
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -44,9 +45,12 @@ from ..errors import (
     EntryNotFoundError,
     InvalidEntryError,
     SchemaError,
+    StoreBusyError,
     StoreError,
     StoreFullError,
+    StoreIOError,
     StoreNotFoundError,
+    StoreReadOnlyError,
 )
 from .files import APPLICATION_ID, check_store_file, connect, create_store_file
 from .journal import RunJournal
@@ -127,6 +131,9 @@ class MemoryStore(SizesMixin, VectorsMixin):
             conn.execute("PRAGMA foreign_keys = ON")
             self._apply_size_cap()
         except Exception as exc:
+            refusal = self._refusal(exc) if not read_only else self._read_refusal(exc)
+            if refusal is not None:
+                raise refusal from exc
             raise SchemaError(f"{self.path} is not a usable SQLite database: {exc}") from exc
         self._lock = threading.RLock()
         self._version = 0
@@ -167,6 +174,52 @@ class MemoryStore(SizesMixin, VectorsMixin):
         # SQLite keeps the cap at no less than the file's current page count.
         conn.execute(f"PRAGMA max_page_count = {max(1, self.max_file_bytes // page_size)}")
 
+    def _refusal(self, exc: BaseException) -> StoreError | None:
+        """The typed error for the operating system (or SQLite) refusing a write, or None for anything else.
+
+        Every one says which file, what to do, and that nothing was lost: the
+        failed transaction is rolled back whole, and the last committed state
+        (with any interrupted run's checkpoint) is intact and resumable.
+        """
+        if isinstance(exc, StoreError):
+            return None
+        if isinstance(exc, OSError) and not isinstance(exc, sqlite3.Error):
+            code = exc.errno
+            if code == errno.ENOSPC:
+                return self._full_error()
+            if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+                return StoreReadOnlyError(f"{self.path} cannot be written ({exc.strerror}): the file or its folder is "
+                                          f"read-only. {_KEPT} Make it writable, or copy the store elsewhere")
+            if code == errno.EFBIG:
+                return StoreIOError(f"writing {self.path} failed: file too large for this process's size limit "
+                                    f"(ulimit -f). {_KEPT} Raise the limit, then retry")
+            return None
+        if not isinstance(exc, sqlite3.Error):
+            return None
+        primary = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        if primary == _SQLITE_FULL or "database or disk is full" in str(exc):
+            return self._full_error()
+        if primary in (_SQLITE_READONLY, _SQLITE_CANTOPEN):
+            return StoreReadOnlyError(f"{self.path} cannot be written ({exc}): the file, its folder or the file "
+                                      f"system is read-only. {_KEPT} Make it writable, or copy the store elsewhere")
+        if primary == _SQLITE_IOERR:
+            return StoreIOError(f"writing {self.path} failed ({exc}): the disk is full, the file is larger than "
+                                f"this process may write (ulimit -f), or the device failed. {_KEPT} Free disk space "
+                                "or raise the limit, then retry")
+        if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return StoreBusyError(f"{self.path} is locked by another process for longer than the busy timeout. "
+                                  f"{_KEPT} Retry when the other writer is done")
+        return None
+
+    def _read_refusal(self, exc: BaseException) -> StoreError | None:
+        """A read-only open the file system refused: SQLite could not create its shared-memory file."""
+        primary = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        if isinstance(exc, sqlite3.Error) and primary in (_SQLITE_IOERR, _SQLITE_CANTOPEN, _SQLITE_FULL):
+            return StoreIOError(f"{self.path} cannot be opened for reading ({exc}): SQLite needs room for its "
+                                f"shared-memory file {self.path.name}-shm beside it, and the disk is full. Nothing "
+                                "was changed. Free some disk space, then retry")
+        return None
+
     def _full_error(self) -> StoreFullError:
         if self.max_file_bytes is not None:
             return StoreFullError(
@@ -186,8 +239,9 @@ class MemoryStore(SizesMixin, VectorsMixin):
                 conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
         except Exception as exc:
-            if _is_full(exc):
-                raise self._full_error() from exc
+            refusal = self._refusal(exc)
+            if refusal is not None:
+                raise refusal from exc
             raise SchemaError(f"{self.path} is not a memrefine store: {exc}") from exc
         known = {m.name for m in MIGRATIONS}
         if done - known:
@@ -239,13 +293,20 @@ class MemoryStore(SizesMixin, VectorsMixin):
                     if conn.in_transaction:  # SQLITE_FULL may have rolled back everything already
                         conn.execute(f"ROLLBACK TO {name}")
                         conn.execute(f"RELEASE {name}")
-                    if _is_full(exc) and not isinstance(exc, StoreFullError):
-                        raise self._full_error() from exc
+                    refusal = self._refusal(exc)
+                    if refusal is not None:
+                        raise refusal from exc
                     raise
                 finally:
                     self._depth -= 1
                 return
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:  # another writer held the lock past the busy timeout, say
+                refusal = self._refusal(exc)
+                if refusal is not None:
+                    raise refusal from exc
+                raise
             self._in_tx = True
             try:
                 yield
@@ -255,9 +316,13 @@ class MemoryStore(SizesMixin, VectorsMixin):
                 # back by themselves; a second ROLLBACK would fail and hide
                 # the real error.
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if _is_full(exc):
-                    raise self._full_error() from exc
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:  # the refusal may have ended the transaction already
+                        pass
+                refusal = self._refusal(exc)
+                if refusal is not None:
+                    raise refusal from exc
                 raise
             finally:
                 self._in_tx = False
@@ -460,17 +525,43 @@ class MemoryStore(SizesMixin, VectorsMixin):
     # --- maintenance ---------------------------------------------------------
 
     def vacuum(self) -> None:
-        """Return free pages to the file system (``VACUUM``)."""
+        """Return free pages to the file system (``VACUUM``).
+
+        VACUUM rebuilds the file in a temporary copy, then writes it back
+        through the WAL: it needs free room of about the file's size in both
+        places. A refusal leaves the file as it was (typed error, see
+        :meth:`vacuum_room`).
+        """
         with self._lock:
-            self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             try:
+                self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 self._db.conn.execute("VACUUM")
+                self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
-                if _is_full(exc):  # VACUUM needs temporary room; the file is unchanged
-                    raise self._full_error() from exc
+                refusal = self._refusal(exc)
+                if refusal is not None:
+                    raise refusal from exc
                 raise
-            self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._apply_size_cap()  # a cap clamped to a larger file applies again once it shrank
+
+    def vacuum_room(self) -> tuple[int, list[tuple[str, int]]]:
+        """What a VACUUM needs: ``(bytes, [(folder, free bytes), ...])`` for the store's and the temp folder.
+
+        Each folder must have about the file's size free (the temporary copy in
+        the temp folder, the rewritten pages in the store's WAL).
+        """
+        import shutil
+        import tempfile
+
+        need = int(self.pragma("page_count")) * int(self.pragma("page_size"))
+        folders = []
+        for folder in dict.fromkeys((str(self.path.absolute().parent), os.environ.get("SQLITE_TMPDIR")
+                                     or tempfile.gettempdir())):
+            try:
+                folders.append((folder, shutil.disk_usage(folder).free))
+            except OSError:
+                continue
+        return need, folders
 
     def max_seq(self) -> int:
         """The highest insertion sequence number of a live entry (0 for an empty store)."""
@@ -520,17 +611,8 @@ class MemoryStore(SizesMixin, VectorsMixin):
             self._db.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 
-_SQLITE_FULL = 13
-
-
-def _is_full(exc: BaseException) -> bool:
-    """SQLITE_FULL: the ``max_page_count`` cap or the disk is reached."""
-    if not isinstance(exc, sqlite3.Error):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF == _SQLITE_FULL
-    return "database or disk is full" in str(exc)
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 5, 6, 8, 10, 13, 14
+_KEPT = "Nothing was lost: the failed step was rolled back and the store is as it was after its last commit."
 
 
 def _dumps(value: Any) -> str:

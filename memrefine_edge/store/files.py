@@ -22,8 +22,12 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
         return sqlite3.connect(str(path), check_same_thread=False)
     if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
         return sqlite3.connect(str(path), check_same_thread=False)  # made query_only by the caller
-    # A read-only file or folder: SQLite's own read-only mode.
-    return sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+    # A read-only file or folder: SQLite's own read-only mode. Where nothing can
+    # write the file (a read-only folder or file system) and no WAL is left to
+    # read, the file is immutable: SQLite then needs no -shm it could not create.
+    immutable = not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists()
+    uri = path.absolute().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+    return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
 
 def check_store_file(path: Path) -> None:

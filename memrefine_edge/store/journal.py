@@ -39,6 +39,7 @@ from ..errors import (
     LaterRunError,
     RunAlreadyUndoneError,
     RunNotFoundError,
+    StoreFullError,
     UndoConflictError,
 )
 from .schema import ENTRY_COLUMNS
@@ -381,6 +382,14 @@ class RunJournal:
         An interrupted (or still running) run is left alone: resuming it
         needs its history. Returns entries purged.
         """
+        need, folders = self._store.vacuum_room()
+        for folder, free in folders:  # checked first: a purge that cannot VACUUM would leave the space unreturned
+            if free < need:
+                raise StoreFullError(
+                    f"purge-history needs about {need:,} bytes free in {folder} for its VACUUM (the size of "
+                    f"{self._store.path.name}); it has {free:,}: free {need - free:,} bytes more there, then "
+                    "retry. Nothing was changed"
+                )
         conn = self._db.conn
         with self._store.atomic():
             unfinished = self.unfinished_run()

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunLockedError
+from ..errors import RunLockedError, StoreReadOnlyError
 
 __all__ = ["RunLock"]
 
@@ -26,7 +26,13 @@ class RunLock:
         self._fh: Any = None
 
     def __enter__(self) -> "RunLock":
-        self._fh = open(self.path, "a+")
+        try:
+            self._fh = open(self.path, "a+")
+        except OSError as exc:
+            raise StoreReadOnlyError(
+                f"cannot create the run lock {self.path} ({exc.strerror}): the store's folder is read-only. "
+                "Nothing was changed. Make the folder writable, or copy the store elsewhere"
+            ) from exc
         try:
             fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -21,6 +21,7 @@ class VectorsMixin:
 
     if TYPE_CHECKING:  # provided by MemoryStore
         _db: Any
+        read_only: bool
         _version: int
         _search_cache: tuple[tuple[int, int], list[str], np.ndarray] | None
 
@@ -100,15 +101,29 @@ class VectorsMixin:
         matrix = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in rows])
         return [r[0] for r in rows], matrix
 
+    def _with_missing(self, encoder: "Encoder", ids: list[str], matrix: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """``ids, matrix`` completed with in-memory vectors of the entries not embedded by ``encoder`` (in order)."""
+        have = set(ids)
+        rows = [(r[0], r[1]) for r in self._db.conn.execute("SELECT id, content FROM entries ORDER BY seq")]
+        missing = [(i, c) for i, c in rows if i not in have]
+        if not missing:
+            return ids, matrix
+        vectors = dict(zip(ids, matrix, strict=True))
+        vectors.update(zip((i for i, _ in missing), encoder.embed([c for _, c in missing]), strict=True))
+        order = [i for i, _ in rows]
+        return order, np.stack([np.asarray(vectors[i], dtype=np.float32) for i in order])
+
     def search(self, query: str, k: int = 10, *, encoder: "Encoder") -> list[tuple[Entry, float]]:
         """Cosine top-``k`` live entries for ``query`` (the default retriever).
 
         The embedding matrix is cached in memory and rebuilt after any write.
-        Entries without an embedding are embedded first.
+        Entries without an embedding are embedded first (and stored; a store
+        opened read-only embeds them in memory only).
         """
         if k < 1:
             raise ValueError("k must be at least 1")
-        self.ensure_embeddings(encoder)
+        if not self.read_only:
+            self.ensure_embeddings(encoder)
         with self._read_snapshot():
             # Another connection (a compression in another process) may have
             # committed since the cache was built: data_version says so.
@@ -116,6 +131,8 @@ class VectorsMixin:
             cache = self._search_cache
             if cache is None or cache[0] != version:
                 ids, matrix = self.embeddings(model_id=encoder.model_id)
+                if self.read_only:
+                    ids, matrix = self._with_missing(encoder, ids, matrix)
                 cache = self._search_cache = (version, ids, matrix)
             _, ids, matrix = cache
             if not ids:
