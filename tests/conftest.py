@@ -43,7 +43,7 @@ _MEASURED: list[tuple[str, object]] = []
 def pytest_runtest_logreport(report):
     """Collect measured numbers that tests record (e.g. encoder fidelity)."""
     if report.when == "call":
-        _MEASURED.extend((k, v) for k, v in report.user_properties if k.startswith("fidelity_"))
+        _MEASURED.extend((k, v) for k, v in report.user_properties if k.startswith(("fidelity_", "soak_")))
 
 
 def pytest_terminal_summary(terminalreporter):
