@@ -55,7 +55,8 @@ def open_store(db_path: Path | None, *, create: bool = False, read_only: bool = 
 
     ``$MEMREFINE_MAX_FILE_BYTES`` caps the database file for every command
     (``MemoryStore(max_file_bytes=...)``): a write that would pass it fails
-    cleanly, with nothing written.
+    cleanly, with nothing written. ``$MEMREFINE_SYNCHRONOUS=FULL`` syncs every
+    commit to the disk (full durability through power loss).
     """
     from ..store import MemoryStore
 
@@ -64,7 +65,11 @@ def open_store(db_path: Path | None, *, create: bool = False, read_only: bool = 
         max_file_bytes = int(cap) if cap else None
     except ValueError:
         raise click.UsageError(f"MEMREFINE_MAX_FILE_BYTES must be a whole number of bytes, got {cap!r}") from None
-    return MemoryStore(resolve_db(db_path), create=create, read_only=read_only, max_file_bytes=max_file_bytes)
+    synchronous = os.environ.get("MEMREFINE_SYNCHRONOUS", "NORMAL").upper()
+    if synchronous not in ("NORMAL", "FULL"):
+        raise click.UsageError(f"MEMREFINE_SYNCHRONOUS must be NORMAL or FULL, got {synchronous!r}")
+    return MemoryStore(resolve_db(db_path), create=create, read_only=read_only, max_file_bytes=max_file_bytes,
+                       synchronous=synchronous)
 
 
 def emit(data: Any, as_json: bool, human: str | None = None) -> None:

@@ -131,7 +131,6 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
                  merge_min_similarity=None, quiet=False) -> dict[str, Any]:
     """Open, compress, close; returns the end report as a dict."""
     from ..compressor import Compressor, RunLock
-    from ..store import MemoryStore
 
     with RunLock(db):  # fail fast: a busy store is reported before the models load (Compressor.run locks again)
         pass
@@ -141,7 +140,7 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
                                  encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
                                  merge_min_similarity=merge_min_similarity), backends=current_backends())
     encoder, method_obj, merger = parts.encoder, parts.method, parts.merger
-    with MemoryStore(db, create=False) as store:
+    with open_store(db) as store:
         unfinished = store.journal.unfinished_run()
         # An interrupted run started with exactly this budget (by the library, say) continues as it was.
         as_started = unfinished is not None and (budget, budget_bytes) != (None, None) and (

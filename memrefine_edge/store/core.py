@@ -69,6 +69,13 @@ class MemoryStore(SizesMixin, VectorsMixin):
     ``secure_delete`` (removed text is overwritten, not left in free pages).
     Use it as a context manager or call :meth:`close`.
 
+    Durability: the WAL with ``synchronous="NORMAL"`` (default) keeps the
+    file consistent through a crash or power loss but may lose the last
+    commits before it (they are re-done: an interrupted run resumes, an
+    unacknowledged add is sent again); ``synchronous="FULL"`` syncs every
+    commit to the disk, so nothing committed is lost, at the cost measured by
+    ``bench/durability.py``.
+
     ``max_file_bytes`` caps the database file (SQLite's ``max_page_count``,
     rounded down to whole pages; default: no cap beyond the disk). A write
     that would grow the file past it -- an import, an add, a compression
@@ -90,12 +97,15 @@ class MemoryStore(SizesMixin, VectorsMixin):
         read_only: bool = False,
         busy_timeout_ms: int = 10_000,
         max_file_bytes: int | None = None,
+        synchronous: str = "NORMAL",
         _new_file: bool = False,
     ) -> None:
         if max_file_bytes is not None and (
             isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes <= 0
         ):
             raise ValueError(f"max_file_bytes must be a positive integer or None, got {max_file_bytes!r}")
+        if str(synchronous).upper() not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
         self.path = Path(path)
         #: The size cap asked for (bytes), or None.
         self.max_file_bytes = max_file_bytes
@@ -126,7 +136,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
                     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
             self._apply_size_cap()
