@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import EvalError
+from ..errors import BudgetError, EvalError
 from .context import StoreText, answer_presence, answer_tokens, score_context
 from .floors import FLOORS, evict_floor
 from .metrics import CATEGORY_NAMES, score_qa
@@ -569,10 +569,16 @@ class _Run:
                 assert method is not None  # only the floors run without a method
                 comp = Compressor(store, encoder=self.encoder, method=method, merger=merger, metric=config.metric,
                                   mode=config.mode, progress=progress)
-                report = comp.run(budget_bytes=target)
-                llm = report.llm_calls + int(getattr(merger, "stats", {}).get("llm_calls", 0)) - merge_calls
-                rep = {k: getattr(report, k) for k in ("target_bytes", "budget_met", "stop_reason", "actions",
-                                                       "sources")}
+                try:
+                    report = comp.run(budget_bytes=target)
+                except BudgetError as exc:  # a store of a few huge (packed) entries cannot get there at all
+                    rep = {"target_bytes": target, "budget_met": False, "stop_reason": f"refused: {exc}",
+                           "actions": {}, "sources": {}}
+                    llm = 0
+                else:
+                    llm = report.llm_calls + int(getattr(merger, "stats", {}).get("llm_calls", 0)) - merge_calls
+                    rep = {k: getattr(report, k) for k in ("target_bytes", "budget_met", "stop_reason", "actions",
+                                                           "sources")}
             secs = time.perf_counter() - started
             m, found, view = self.measure(sample, store, f"{name} {budget:g}")
             m.update(budget=budget, ratio_json=m["json_bytes"] / base["json_bytes"],
