@@ -1,0 +1,117 @@
+"""Labelled judge pairs drawn from what the compressor proposes: draw them, show their text, check labels.
+
+    python bench/judge_labels/pairs.py draw          # writes bench/judge_labels/pairs.jsonl (ids only)
+    python bench/judge_labels/pairs.py show OUT.jsonl  # the pairs with their text, for labelling (never commit)
+    python bench/judge_labels/pairs.py agree A.jsonl B.jsonl   # agreement of two independent labellings
+
+Pairs come from the three store kinds (turns, observations, the mem0-style text stores) of the 7 dev
+conversations: each entry's 8 nearest neighbours under the default encoder (the candidates the pair heap
+proposes), sampled evenly over similarity bands, seeded. Only references are committed (LoCoMo is CC BY-NC):
+``<kind>:<sample>:<entry id>``, resolved at run time by importing the store again (importers are
+deterministic). Split by conversation: conv-26, conv-30, conv-41, conv-42 tune; conv-43, conv-44, conv-47 test.
+Labels follow ../shared/docs/judge-labelling.md: ``ideal``, ``acceptable``, ``fact_losing``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+HERE = Path(__file__).resolve().parent
+PAIRS = HERE / "pairs.jsonl"
+KINDS = {"turns": "locomo-turns", "observations": "locomo-observations", "text": "text"}
+TEST = ("conv-43", "conv-44", "conv-47")
+BANDS = ((-1.0, 0.4), (0.4, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 1.01))
+PER_BAND = 6
+ACTIONS = ("delete_a", "delete_b", "delete_any", "merge", "preserve")
+
+
+def _locomo() -> Path:
+    env = os.environ.get("MEMREFINE_LOCOMO")
+    return Path(env) if env else REPO.parent / "shared" / "data" / "locomo"
+
+
+@lru_cache(maxsize=None)
+def entries(kind: str, sample: str) -> dict[str, str]:
+    """``{entry id: content}`` of one store, imported as ``memrefine import`` does."""
+    from memrefine_edge.importers import parse_file
+
+    if kind == "text":
+        parsed = parse_file(_locomo() / "mem0-style-stores" / f"{sample}.txt", format="text")
+    else:
+        parsed = parse_file(_locomo() / "locomo-dev.json", format=KINDS[kind], sample_id=sample)
+    return {e.id: e.content for e in parsed[0]}
+
+
+def resolve(ref: str) -> str:
+    kind, sample, entry_id = ref.split(":", 2)
+    return entries(kind, sample)[entry_id]
+
+
+def draw() -> None:
+    import numpy as np
+
+    from memrefine_edge.backends.encoder import OnnxEncoder
+
+    encoder = OnnxEncoder()
+    samples = [s["sample_id"] for s in json.loads((_locomo() / "locomo-dev.json").read_text())]
+    out, n = [], 0
+    for kind in KINDS:
+        for sample in samples:
+            store = entries(kind, sample)
+            ids = list(store)
+            vecs = encoder.embed([store[i] for i in ids])
+            sims = vecs @ vecs.T
+            np.fill_diagonal(sims, -2.0)
+            cands = set()
+            for i in range(len(ids)):
+                for j in np.argsort(-sims[i], kind="stable")[:8]:
+                    cands.add((min(i, int(j)), max(i, int(j))))
+            rng = random.Random(f"{kind}-{sample}")
+            for lo, hi in BANDS:
+                band = sorted(p for p in cands if lo <= sims[p] < hi)
+                for i, j in rng.sample(band, min(PER_BAND, len(band))):
+                    n += 1
+                    out.append({"id": f"jp-{n:04d}", "kind": kind, "sample": sample,
+                                "a": f"{kind}:{sample}:{ids[i]}", "b": f"{kind}:{sample}:{ids[j]}",
+                                "similarity": round(float(sims[i, j]), 4),
+                                "split": "test" if sample in TEST else "tune"})
+    PAIRS.write_text("".join(json.dumps(r) + "\n" for r in out))
+    print(f"wrote {len(out)} pairs to {PAIRS.relative_to(REPO)}")
+
+
+def show(dest: Path) -> None:
+    rows = [json.loads(line) for line in PAIRS.read_text().splitlines()]
+    with open(dest, "w") as fh:
+        for r in rows:
+            fh.write(json.dumps({"id": r["id"], "similarity": r["similarity"], "a": resolve(r["a"]),
+                                 "b": resolve(r["b"])}, ensure_ascii=False) + "\n")
+    print(f"wrote {len(rows)} pairs with text to {dest} (LoCoMo text: never commit it)")
+
+
+def agree(path_a: Path, path_b: Path) -> None:
+    la = {r["id"]: r for r in map(json.loads, path_a.read_text().splitlines())}
+    lb = {r["id"]: r for r in map(json.loads, path_b.read_text().splitlines())}
+    both = sorted(set(la) & set(lb))
+    same = sum(la[i]["ideal"] == lb[i]["ideal"] for i in both)
+    print(f"{len(both)} pairs labelled twice; ideal action agrees on {same} ({same / max(1, len(both)):.1%})")
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    if cmd == "draw":
+        draw()
+    elif cmd == "show":
+        show(Path(sys.argv[2]))
+    elif cmd == "agree":
+        agree(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        print(__doc__)
+        raise SystemExit(2)
