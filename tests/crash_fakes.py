@@ -167,6 +167,8 @@ def check_invariants(path: Path, original: list[Entry], reference: list[tuple]) 
     # The history table has no public reader: a read-only connection of its own.
     with MemoryStore(path, create=False) as store, contextlib.closing(sqlite3.connect(path)) as conn:
         assert store.integrity_check() == "ok"
+        for name, v in store.recount().items():  # the running size totals survived the kill
+            assert v["total"] == v["recount"], (name, v)
         runs = store.journal.runs()
         assert len(runs) <= 1, runs
         decisions = store.journal.decisions()

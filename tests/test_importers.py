@@ -428,6 +428,8 @@ def test_cli_import_stats_export(tmp_path, run):
     assert stats["entries"] == data["imported"] and stats["embedding_bytes"] == 0  # import does not embed
     human = run("stats", "--db", db).stdout
     assert "json_bytes" in human and "disk_bytes" in human and "links" in human
+    checked = json.loads(run("stats", "--db", db, "--recount", "--json").stdout)
+    assert checked["recount"] == "totals equal a full recount" and checked["json_bytes"] == stats["json_bytes"]
     out = tmp_path / "out.jsonl"
     assert run("export", "--db", db, out).exit_code == 0
     assert out.read_text(encoding="utf-8") == sample_path().read_text(encoding="utf-8")

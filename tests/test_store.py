@@ -461,3 +461,34 @@ def test_a_removed_entry_is_gone_from_the_files_once_the_store_is_closed(tmp_pat
     data = _all_bytes(folder)
     assert b"zebra-7781" not in data and np.full(8, 0.123456, dtype=np.float32).tobytes() not in data
     assert b"Ben likes green tea" in data
+
+
+def test_running_totals_equal_a_recount_after_every_kind_of_change(tmp_path):
+    from memrefine_edge.compressor import Compressor
+    from memrefine_edge.testing import FakeMerger
+
+    from fakes import ScriptedMethod
+
+    def check(store):
+        for name, v in store.recount().items():
+            assert v["total"] == v["recount"], (name, v)
+
+    with MemoryStore(tmp_path / "t.db") as store:
+        check(store)
+        store.add_many([Entry(id=f"e{i}", content=f"Ana talked about topic {i % 7} on day {i}.",
+                              links=(f"e{i - 1}",) if i else ()) for i in range(40)])
+        check(store)
+        store.remove("e5")  # its links go, the neighbours' json sizes shrink
+        check(store)
+        store.ensure_embeddings(HashEncoder())
+        check(store)
+        run = Compressor(store, encoder=HashEncoder(), method=ScriptedMethod(), merger=FakeMerger()).run(budget=0.5)
+        check(store)
+        store.journal.undo(run.run_id)
+        check(store)
+        run = Compressor(store, encoder=HashEncoder(), method=ScriptedMethod(), merger=FakeMerger(),
+                         mode="strict").run(budget=0.3)
+        check(store)
+        store.journal.purge_history()
+        check(store)
+        assert len(store) == len(store.ids()) and store.json_bytes() == sum(json_size(e) for e in store.entries())

@@ -128,13 +128,23 @@ def export_cmd(fmt: str, output: Path, db_path: Path | None, as_json: bool) -> N
 
 
 @cli.command("stats")
+@click.option("--recount", is_flag=True, help="Recount every entry and check the running size totals against it.")
 @db_option
 @json_option
-def stats_cmd(db_path: Path | None, as_json: bool) -> None:
+def stats_cmd(recount: bool, db_path: Path | None, as_json: bool) -> None:
     """Entries, both size metrics, embedding bytes, links and bookkeeping overhead (writes nothing)."""
+    from ..errors import StoreError
+
     with open_store(db_path, read_only=True) as store:
         stats = store.stats().as_dict()
+        checked = store.recount() if recount else None
     data = {"db": str(resolve_db(db_path)), **stats}
+    if checked is not None:
+        wrong = {k: v for k, v in checked.items() if v["total"] != v["recount"]}
+        if wrong:
+            raise StoreError(f"the running totals disagree with a recount: {wrong}; run `memrefine upgrade` after "
+                             "a backup, or report it")
+        data["recount"] = "totals equal a full recount"
     width = max(map(len, data))
     human = "\n".join(
         f"{k:{width}}  {v:,}" if isinstance(v, int) else f"{k:{width}}  {v}" for k, v in data.items()

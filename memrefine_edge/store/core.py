@@ -348,7 +348,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
     # --- reading -------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self._db.conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+        return int(self._db.conn.execute("SELECT value FROM totals WHERE name = 'entries'").fetchone()[0])
 
     def __contains__(self, entry_id: object) -> bool:
         return (

@@ -133,10 +133,49 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX entries_json_bytes ON entries (json_bytes);
         """,
     ),
+    Migration(
+        "0004_size_totals",
+        """
+        -- Running totals of the json size, entries and links, kept by triggers in the
+        -- same transaction as every change (undo's restores included): reading the
+        -- store's size is O(1), whatever its length. `memrefine stats --recount` checks them.
+        CREATE TABLE totals (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO totals (name, value) VALUES ('json_bytes', (SELECT COALESCE(SUM(json_bytes), 0) FROM entries));
+        INSERT INTO totals (name, value) VALUES ('entries', (SELECT COUNT(*) FROM entries));
+        INSERT INTO totals (name, value) VALUES ('links', (SELECT COUNT(*) FROM links));
+        CREATE TRIGGER totals_entry_insert AFTER INSERT ON entries BEGIN
+            UPDATE totals SET value = value + NEW.json_bytes WHERE name = 'json_bytes';
+            UPDATE totals SET value = value + 1 WHERE name = 'entries';
+        END;
+        CREATE TRIGGER totals_entry_delete AFTER DELETE ON entries BEGIN
+            UPDATE totals SET value = value - OLD.json_bytes WHERE name = 'json_bytes';
+            UPDATE totals SET value = value - 1 WHERE name = 'entries';
+        END;
+        CREATE TRIGGER totals_entry_size AFTER UPDATE OF json_bytes ON entries BEGIN
+            UPDATE totals SET value = value - OLD.json_bytes + NEW.json_bytes WHERE name = 'json_bytes';
+        END;
+        CREATE TRIGGER totals_link_insert AFTER INSERT ON links BEGIN
+            UPDATE totals SET value = value + 1 WHERE name = 'links';
+        END;
+        CREATE TRIGGER totals_link_delete AFTER DELETE ON links BEGIN
+            UPDATE totals SET value = value - 1 WHERE name = 'links';
+        END;
+        """,
+    ),
 ]
 
 
 def split_sql(script: str) -> list[str]:
-    """Statements of a migration script (none of ours has ';' inside a string)."""
+    """Statements of a migration script (none of ours has ';' inside a string; a trigger's body stays whole)."""
     lines = [line for line in script.splitlines() if not line.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    out: list[str] = []
+    pending = ""
+    for piece in "\n".join(lines).split(";"):
+        pending = f"{pending};{piece}" if pending else piece
+        text = pending.strip()
+        if text.upper().startswith("CREATE TRIGGER") and not text.upper().endswith("END"):
+            continue  # inside BEGIN ... END
+        if text:
+            out.append(text)
+        pending = ""
+    return out
