@@ -3,6 +3,7 @@
     python bench/judge_labels/pairs.py draw          # writes bench/judge_labels/pairs.jsonl (ids only)
     python bench/judge_labels/pairs.py show OUT.jsonl  # the pairs with their text, for labelling (never commit)
     python bench/judge_labels/pairs.py agree A.jsonl B.jsonl   # agreement of two independent labellings
+    python bench/judge_labels/pairs.py final          # labels.jsonl from labels_a, labels_b and settled
 
 Pairs come from the three store kinds (turns, observations, the mem0-style text stores) of the 7 dev
 conversations: each entry's 8 nearest neighbours under the default encoder (the candidates the pair heap
@@ -104,12 +105,40 @@ def agree(path_a: Path, path_b: Path) -> None:
     print(f"{len(both)} pairs labelled twice; ideal action agrees on {same} ({same / max(1, len(both)):.1%})")
 
 
+def final() -> None:
+    """``labels.jsonl``: the agreed ideal where both labellings agree, the settled label where they did not.
+
+    Where they agree, ``acceptable`` is what both accept (the ideal always) and ``fact_losing`` what either
+    calls fact-losing: the stricter reading of the two.
+    """
+    load = lambda name: {r["id"]: r for r in map(json.loads, (HERE / name).read_text().splitlines())}  # noqa: E731
+    la, lb, settled = load("labels_a.jsonl"), load("labels_b.jsonl"), load("settled.jsonl")
+    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines()]
+    out = []
+    for pair in pairs:
+        a, b = la[pair["id"]], lb[pair["id"]]
+        if a["ideal"] == b["ideal"]:
+            losing = sorted(set(a["fact_losing"]) | set(b["fact_losing"]))
+            ok = sorted((set(a["acceptable"]) & set(b["acceptable"]) | {a["ideal"]}) - set(losing))
+            label = {"ideal": a["ideal"], "acceptable": ok, "fact_losing": losing, "agreed": True}
+        else:
+            s = settled[pair["id"]]
+            label = {"ideal": s["ideal"], "acceptable": sorted(s["acceptable"]),
+                     "fact_losing": sorted(s["fact_losing"]), "agreed": False, "settled_by_rule": s["rule"]}
+        out.append({"id": pair["id"], "split": pair["split"], "kind": pair["kind"], **label})
+    (HERE / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))
+    agreed = sum(r["agreed"] for r in out)
+    print(f"wrote {len(out)} labels ({agreed} agreed, {len(out) - agreed} settled) to labels.jsonl")
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "draw":
         draw()
     elif cmd == "show":
         show(Path(sys.argv[2]))
+    elif cmd == "final":
+        final()
     elif cmd == "agree":
         agree(Path(sys.argv[2]), Path(sys.argv[3]))
     else:
