@@ -20,12 +20,16 @@ def _csv(value: str | None) -> tuple[str, ...] | None:
     return items or None
 
 
-def _budgets(value: str) -> tuple[float, ...]:
+def _numbers(value: str, kind: type, what: str, hint: str) -> tuple:
+    """Comma-separated numbers of ``kind``; a usage error naming the option otherwise."""
     try:
-        return tuple(float(v) for v in value.split(",") if v.strip())
+        return tuple(kind(v) for v in value.split(",") if v.strip())
     except ValueError:
-        raise click.BadParameter(f"must be comma-separated numbers in (0, 1], got {value!r}",
-                                 param_hint="--budgets") from None
+        raise click.BadParameter(f"must be comma-separated {what}, got {value!r}", param_hint=hint) from None
+
+
+def _budgets(value: str) -> tuple[float, ...]:
+    return _numbers(value, float, "numbers in (0, 1]", "--budgets")
 
 
 @cli.group(name="eval")
@@ -105,11 +109,7 @@ def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, context_b
 
 
 def _sizes(value: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"must be comma-separated whole numbers of bytes, got {value!r}",
-                                 param_hint="--context-bytes") from None
+    return _numbers(value, int, "whole numbers of bytes", "--context-bytes")
 
 
 def _shown(arg: str) -> str:

@@ -349,14 +349,29 @@ def _loss_section(results: Mapping[str, Any], summary: Mapping[str, Any]) -> lis
     return out + [""]
 
 
-def render_plot(summary: Mapping[str, Any], budgets: list[float], path: Path) -> str | None:
-    """PNG of recall@10 (and F1 if measured) vs budget per method; None if matplotlib is missing."""
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the file-only backend, or None where the ``eval`` extra is not installed."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def _save(plt: Any, fig: Any, path: Path) -> str:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def render_plot(summary: Mapping[str, Any], budgets: list[float], path: Path) -> str | None:
+    """PNG of recall@10 (and F1 if measured) vs budget per method; None if matplotlib is missing."""
+    plt = _pyplot()
+    if plt is None:
         return None
     base = summary["base"]
     panels = [k for k in ("recall", "f1") if base.get(k) is not None]
@@ -374,20 +389,13 @@ def render_plot(summary: Mapping[str, Any], budgets: list[float], path: Path) ->
         ax.invert_xaxis()
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
+    return _save(plt, fig, path)
 
 
 def render_context_plot(summary: Mapping[str, Any], sizes: list[str], store: str, path: Path) -> str | None:
     """PNG of answer recall@C against realized storage ratio, one line per method; None without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _pyplot()
+    if plt is None:
         return None
     base = summary["base"]
     if not sizes or base.get(f"answer_recall@{sizes[0]}") is None:
@@ -405,10 +413,7 @@ def render_context_plot(summary: Mapping[str, Any], sizes: list[str], store: str
         ax.invert_xaxis()
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
+    return _save(plt, fig, path)
 
 
 def write_report(results: dict[str, Any], out: Path, *, log: Callable[[str], None]) -> None:
