@@ -139,3 +139,19 @@ def test_undo_refuses_when_a_removed_id_was_added_again(tmp_path):
         store.remove(gone[0])
         store.journal.undo(run.run_id)
         assert export(store) == before
+
+
+def test_the_undo_history_keeps_no_embeddings_and_undone_entries_are_embedded_again(tmp_path):
+    import sqlite3
+
+    with make_store(tmp_path / "h.db") as store:
+        before = export(store)
+        run = compressor(store).run(budget=0.5)
+        with sqlite3.connect(store.path) as conn:
+            kept, blobs = conn.execute("SELECT COUNT(*), COUNT(embedding) FROM history").fetchone()
+        conn.close()
+        assert kept > 0 and blobs == 0  # recomputable, so not kept: 1,536 bytes saved per removed entry
+        store.journal.undo(run.run_id)
+        assert export(store) == before
+        assert store.stats().embedded < len(store)  # the restored entries wait for their embedding
+        assert store.ensure_embeddings(HashEncoder()) > 0 and store.stats().embedded == len(store)

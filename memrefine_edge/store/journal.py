@@ -12,8 +12,9 @@ either the state before the decision or the state after it, never a half, and
 resuming continues from the cursor.
 
 What the history keeps until ``purge_history``: the full text, keywords,
-timestamps, metadata, provenance and embedding of every entry a decision
-removed, and every link that went with it. The decisions table (the audit
+timestamps, metadata, provenance and insertion number of every entry a
+decision removed, and every link that went with it; not its embedding, which
+is recomputed for an entry undo brings back. The decisions table (the audit
 log) keeps ids, sizes, actions, reasons and merge instructions; a purge
 blanks the reasons and merge instructions (free text that can quote what was
 removed) and keeps the rest, since it is how a user reviews what was done.
@@ -187,11 +188,15 @@ class RunJournal:
     # --- applying decisions --------------------------------------------------
 
     def _snapshot(self, run_id: str, step: int, entry_id: str) -> None:
-        """Copy an entry and all its links into history before it is removed."""
+        """Copy an entry into history before it is removed: every field undo restores, not its embedding.
+
+        The embedding (1,536 bytes at 384 float32 dimensions, often more than the entry) is recomputable:
+        an entry undo brings back is embedded again by the next compression or search.
+        """
         conn = self._db.conn
+        kept = ENTRY_COLUMNS.replace("embedding, embedding_model, embedded_hash", "NULL, NULL, NULL")
         conn.execute(
-            f"INSERT INTO history (run_id, step, {ENTRY_COLUMNS})"
-            f" SELECT ?, ?, {ENTRY_COLUMNS} FROM entries WHERE id = ?",
+            f"INSERT INTO history (run_id, step, {ENTRY_COLUMNS}) SELECT ?, ?, {kept} FROM entries WHERE id = ?",
             (run_id, step, entry_id),
         )
 
