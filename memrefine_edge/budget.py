@@ -18,13 +18,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from .errors import BudgetError, ConfigurationError
+from .store import METRICS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import MemoryStore
 
 __all__ = ["StandingBudget", "parse_budget", "get_budget", "set_budget", "clear_budget", "resolve_target"]
-
-METRICS = ("json", "disk")  # the store's size metrics (memrefine_edge.store.METRICS)
 
 _META_KEY = "budget"
 _UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "kib": 1024, "mib": 1024**2, "gib": 1024**3}

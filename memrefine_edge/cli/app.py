@@ -123,11 +123,15 @@ def main(argv: list[str] | None = None, *, backends: "Backends | None" = None) -
     cli.main(args=argv, prog_name="memrefine", obj=backends)
 
 
-def current_backends() -> "Backends | None":
-    """The :class:`~memrefine_edge.pipeline.Backends` the command line was started with (None: the real models).
+def current_backends() -> "Backends":
+    """The :class:`~memrefine_edge.pipeline.Backends` the command line was started with (default: the real models).
 
     Given as ``main(backends=...)`` or ``CliRunner().invoke(cli, args, obj=backends)``.
     """
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_root().obj if ctx is not None else None
-    return obj if obj is not None else None
+    if obj is not None:
+        return obj
+    from ..pipeline import Backends  # lazy: --help loads no pipeline
+
+    return Backends()

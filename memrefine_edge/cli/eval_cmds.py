@@ -32,6 +32,10 @@ def _budgets(value: str) -> tuple[float, ...]:
     return _numbers(value, float, "numbers in (0, 1]", "--budgets")
 
 
+def _sizes(value: str) -> tuple[int, ...]:
+    return _numbers(value, int, "whole numbers of bytes", "--context-bytes")
+
+
 @cli.group(name="eval")
 def eval_group() -> None:
     """Evaluate compression on benchmarks (utility vs storage budget)."""
@@ -106,10 +110,6 @@ def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, context_b
         if base.get(key) is not None:
             lines.append(f"  {name:10} answer recall@{c0} base {base[key]:.3f} {cells}")
     emit(data_out, as_json, "\n".join(lines))
-
-
-def _sizes(value: str) -> tuple[int, ...]:
-    return _numbers(value, int, "whole numbers of bytes", "--context-bytes")
 
 
 def _shown(arg: str) -> str:

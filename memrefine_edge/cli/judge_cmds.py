@@ -57,9 +57,9 @@ def _fill_similarity(pairs: list[dict[str, Any]]) -> None:
     todo = [p for p in pairs if p["similarity"] is None]
     if not todo:
         return
-    from ..pipeline import Backends, PipelineConfig
+    from ..pipeline import PipelineConfig
 
-    enc = (current_backends() or Backends()).encoder(PipelineConfig())
+    enc = current_backends().encoder(PipelineConfig())
     va = enc.embed([p["a"] for p in todo])
     vb = enc.embed([p["b"] for p in todo])
     for p, x, y in zip(todo, va, vb, strict=True):

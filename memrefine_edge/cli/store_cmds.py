@@ -26,36 +26,33 @@ _threads_option = click.option(
 
 def _encoder(threads: int | None):
     # Lazy: onnxruntime and the tokenizer load only for commands that embed.
-    from ..pipeline import Backends, PipelineConfig
+    from ..pipeline import PipelineConfig
 
-    return (current_backends() or Backends()).encoder(PipelineConfig(threads=threads))
+    return current_backends().encoder(PipelineConfig(threads=threads))
 
 
 def _import_into(db: Path, fill):
     """Run ``fill(store)`` (one import transaction) on the store at ``db``; returns what it returns.
 
     A store that does not exist yet is filled under a private name beside
-    ``db`` and linked into place only once the import succeeded: a failed
-    import leaves no file behind, and never deletes or touches a store at
-    ``db`` -- not even one another process created while this import ran
-    (the import then goes into that store, in its own transaction).
+    ``db`` and linked into place only once the import succeeded (the store's
+    own atomic creation): a failed import leaves no file behind, and never
+    deletes or touches a store at ``db`` -- not even one another process
+    created while this import ran (the import then goes into that store, in
+    its own transaction).
     """
-    import os
-    import secrets
+    from ..store.files import create_store_file
 
     if not db.exists():
-        tmp = db.with_name(f".{db.name}.{os.getpid()}-{secrets.token_hex(4)}.importing")
-        try:
+        results = []
+
+        def fill_new(tmp: Path) -> None:
             with open_store(tmp, create=True) as store:
-                result = fill(store)
-            try:
-                os.link(tmp, db)  # atomic, and fails rather than replace a store made meanwhile
-                return result
-            except FileExistsError:
-                log(f"{db} was created by another process during the import; importing into it")
-        finally:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+                results.append(fill(store))
+
+        if create_store_file(db, fill_new):
+            return results[0]
+        log(f"{db} was created by another process during the import; importing into it")
     with open_store(db) as store:
         return fill(store)
 

@@ -221,6 +221,12 @@ class MemoryStore(SizesMixin, VectorsMixin):
                                   f"{_KEPT} Retry when the other writer is done")
         return None
 
+    def _raise_refusal(self, exc: BaseException) -> None:
+        """Raise the typed error for ``exc`` if it is a refusal (see :meth:`_refusal`); else return."""
+        refusal = self._refusal(exc)
+        if refusal is not None:
+            raise refusal from exc
+
     def _read_refusal(self, exc: BaseException) -> StoreError | None:
         """A read-only open the file system refused: SQLite could not create its shared-memory file."""
         primary = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
@@ -249,9 +255,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
                 conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
         except Exception as exc:
-            refusal = self._refusal(exc)
-            if refusal is not None:
-                raise refusal from exc
+            self._raise_refusal(exc)
             raise SchemaError(f"{self.path} is not a memrefine store: {exc}") from exc
         known = {m.name for m in MIGRATIONS}
         if done - known:
@@ -303,9 +307,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
                     if conn.in_transaction:  # SQLITE_FULL may have rolled back everything already
                         conn.execute(f"ROLLBACK TO {name}")
                         conn.execute(f"RELEASE {name}")
-                    refusal = self._refusal(exc)
-                    if refusal is not None:
-                        raise refusal from exc
+                    self._raise_refusal(exc)
                     raise
                 finally:
                     self._depth -= 1
@@ -313,9 +315,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:  # another writer held the lock past the busy timeout, say
-                refusal = self._refusal(exc)
-                if refusal is not None:
-                    raise refusal from exc
+                self._raise_refusal(exc)
                 raise
             self._in_tx = True
             try:
@@ -330,9 +330,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
                         conn.execute("ROLLBACK")
                     except sqlite3.Error:  # the refusal may have ended the transaction already
                         pass
-                refusal = self._refusal(exc)
-                if refusal is not None:
-                    raise refusal from exc
+                self._raise_refusal(exc)
                 raise
             finally:
                 self._in_tx = False
@@ -548,9 +546,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
                 self._db.conn.execute("VACUUM")
                 self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
-                refusal = self._refusal(exc)
-                if refusal is not None:
-                    raise refusal from exc
+                self._raise_refusal(exc)
                 raise
             self._apply_size_cap()  # a cap clamped to a larger file applies again once it shrank
 

@@ -67,13 +67,13 @@ def check_store_file(path: Path) -> None:
                              f"memory store; {untouched}")
 
 
-def create_store_file(path: Path, initialise: Callable[[Path], None]) -> None:
-    """Create a new, fully initialised store at ``path``, atomically.
+def create_store_file(path: Path, initialise: Callable[[Path], None]) -> bool:
+    """Create a new store at ``path`` atomically; whether this call's file is the one in place.
 
-    The store is built under a private name beside ``path`` and linked into
-    place only when complete, so a crash leaves no half-made file, and a
-    store another process created at ``path`` meanwhile is kept as it is
-    (this call then simply uses it).
+    ``initialise(tmp)`` builds the store under a private name beside ``path``
+    (and may fill it); it is linked into place only when complete, so a crash
+    or an error leaves no half-made file, and a store another process created
+    at ``path`` meanwhile is kept as it is (False: the caller uses that one).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
@@ -82,10 +82,12 @@ def create_store_file(path: Path, initialise: Callable[[Path], None]) -> None:
         try:
             os.link(tmp, path)
         except FileExistsError:
-            pass  # another process created it first: theirs stands
+            return False  # another process created it first: theirs stands
         except OSError:  # a file system without hard links: a plain rename, checked first
-            if not path.exists():
-                os.replace(tmp, path)
+            if path.exists():
+                return False
+            os.replace(tmp, path)
+        return True
     finally:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)

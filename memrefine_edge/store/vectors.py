@@ -49,12 +49,11 @@ class VectorsMixin:
             return 0
         # Identical contents are embedded once.
         unique: dict[str, str] = {}
-        for _, content, digest in rows:
-            unique.setdefault(digest, content)
-        digests = list(unique)
         rows_of: dict[str, list[str]] = {}
-        for entry_id, _, digest in rows:
+        for entry_id, content, digest in rows:
+            unique.setdefault(digest, content)
             rows_of.setdefault(digest, []).append(entry_id)
+        digests = list(unique)
         done = 0
         for start in range(0, len(digests), batch_size):
             chunk = digests[start : start + batch_size]
