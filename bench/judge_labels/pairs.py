@@ -25,9 +25,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from memrefine_edge.eval.harness import STORE_KINDS as KINDS  # noqa: E402  (the evaluation's three store kinds)
+
 HERE = Path(__file__).resolve().parent
 PAIRS = HERE / "pairs.jsonl"
-KINDS = {"turns": "locomo-turns", "observations": "locomo-observations", "text": "text"}
 TEST = ("conv-43", "conv-44", "conv-47")
 BANDS = ((-1.0, 0.4), (0.4, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 1.01))
 PER_BAND = 6

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from typing import Any
 import click
 
 from ..errors import BudgetError, StoreExistsError, StoreNotFoundError
+from ..store.files import copy_store
 from .app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
 
 
@@ -65,19 +65,6 @@ def _human(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _copy_db(src: Path, dst: Path) -> None:
-    """A consistent copy through SQLite's backup API, reading the source read-only; the copy is private (0600)."""
-    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    os.close(fd)
-    source = sqlite3.connect(src.absolute().as_uri() + "?mode=ro", uri=True)
-    target = sqlite3.connect(str(dst))
-    try:
-        source.backup(target)
-    finally:
-        target.close()
-        source.close()
-
-
 _DRY_PREFIX = "memrefine-dry-"
 
 
@@ -118,7 +105,7 @@ def _dry_run_copy(db: Path) -> Iterator[Path]:
             pass
     try:
         copy = folder / "copy.db"
-        _copy_db(db, copy)
+        copy_store(db, copy)
         yield copy
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -41,7 +41,6 @@ import os
 import random
 import re
 import shutil
-import sqlite3
 import sys
 import time
 from collections import Counter, defaultdict
@@ -53,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BudgetError, EvalError
+from ..store.files import copy_store
 from .context import StoreText, answer_presence, answer_tokens, score_context
 from .floors import FLOORS, evict_floor
 from .metrics import CATEGORY_NAMES, score_qa
@@ -296,16 +296,6 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _copy_db(src: Path, dst: Path) -> None:
-    """A consistent copy through SQLite's backup API (WAL contents included)."""
-    source, target = sqlite3.connect(f"file:{src}?mode=ro", uri=True), sqlite3.connect(str(dst))
-    try:
-        source.backup(target)
-    finally:
-        target.close()
-        source.close()
-
-
 def base_store(config: EvalConfig, sample_id: str, encoder: "Encoder", cache: Path) -> Path:
     """The cached, embedded base store of one sample (built once, atomically)."""
     from ..importers import import_file
@@ -495,11 +485,11 @@ class _Sample:
     base_path: Path
     q_emb: np.ndarray
     has_prov: bool
+    #: Each question's gold answer tokens (empty for adversarial questions), computed once.
+    gold: list[frozenset[str]] = field(default_factory=list)
 
-    @property
-    def gold(self) -> list[frozenset[str]]:
-        """Each question's gold answer tokens (empty for adversarial questions)."""
-        return [answer_tokens(dict(q.record)) for q in self.questions]
+    def __post_init__(self) -> None:
+        self.gold = [answer_tokens(dict(q.record)) for q in self.questions]
 
 
 class _Run:
@@ -646,7 +636,7 @@ def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_fac
                 path = chain_path if config.chain else work / f"{sample.sid}-{name}-{b:g}.db"
                 if bi == 0 or not config.chain:  # a fresh copy and fresh method state per compression
                     path.unlink(missing_ok=True)
-                    _copy_db(sample.base_path, path)
+                    copy_store(sample.base_path, path)
                     method, merger = (None, None) if name in FLOORS else run.factory(name, config)
                     cum_s, cum_llm = 0.0, 0
                 m = run.compress(sample, name, b, path, method, merger, base, base_found, base_prov)

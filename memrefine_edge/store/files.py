@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import NotAStoreError, StoreError
 
-__all__ = ["APPLICATION_ID", "check_store_file", "create_store_file", "connect"]
+__all__ = ["APPLICATION_ID", "check_store_file", "create_store_file", "connect", "copy_store"]
 
 #: ``PRAGMA application_id`` of every store this module creates ("MREF").
 APPLICATION_ID = 0x4D524546
@@ -91,3 +91,19 @@ def create_store_file(path: Path, initialise: Callable[[Path], None]) -> bool:
     finally:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+def copy_store(src: Path, dst: Path) -> None:
+    """A consistent copy of a store (WAL contents included) through SQLite's backup API.
+
+    The source is read read-only; ``dst`` must not exist and is created
+    private (0600): a copy holds everything the store holds.
+    """
+    os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    source = sqlite3.connect(Path(src).absolute().as_uri() + "?mode=ro", uri=True)
+    target = sqlite3.connect(str(dst))
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
