@@ -16,10 +16,11 @@ __all__ = ["Action", "Target", "Source", "Decision", "ACTIONS", "SOURCES"]
 Action = Literal["delete", "merge", "preserve"]
 #: Which entry a delete removes.
 Target = Literal["a", "b"]
-#: Who decided: a deterministic rule, the model, the fact guard, or the safe fallback after invalid output.
-Source = Literal["rule", "llm", "guard", "fallback"]
+#: Who decided: a deterministic rule, the model, the fact guard, the learned redundancy scorer, or the
+#: safe fallback after invalid output.
+Source = Literal["rule", "llm", "guard", "scorer", "fallback"]
 ACTIONS: tuple[str, ...] = ("delete", "merge", "preserve")
-SOURCES: tuple[str, ...] = ("rule", "llm", "guard", "fallback")
+SOURCES: tuple[str, ...] = ("rule", "llm", "guard", "scorer", "fallback")
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ __all__ = [
     "default_judge",
     "Judge",
     "LlamaJudge",
+    "ScorerJudge",
     "GuardedJudge",
     "FactJudge",
     "MAX_ENTRY_CHARS",
@@ -313,6 +314,78 @@ class FactJudge(Judge):
                             reason=f"each entry holds facts of its own; similarity {similarity:.2f}", source="guard")
         return Decision("preserve", None, reason=f"distinct facts (e.g. {describe(a_lost, a)}); similarity "
                                                  f"{similarity:.2f} < {self.merge_min_similarity}", source="guard")
+
+
+class ScorerJudge(Judge):
+    """A judge without a generative model: the learned redundancy scorer, behind the hard fact checks.
+
+    The scorer (:class:`memrefine_edge.scorer.RedundancyScorer`) ranks
+    ``delete_a``, ``delete_b``, ``merge`` and ``preserve``; the most probable
+    action is taken unless it is a delete that would drop a name, number,
+    date or negation the kept entry lacks, or a delete less probable than
+    ``min_delete_probability`` -- then the next most probable allowed action
+    is. Paraphrases may be deleted even when their wording
+    differs (the scorer, not a word-coverage threshold, judges that); the
+    strict facts are never lost. Decisions carry ``source="scorer"`` and
+    the class probabilities in their reason.
+    """
+
+    uses_model = False
+
+    def __init__(self, *, scorer: Any = None, weights_path: str | os.PathLike[str] | None = None,
+                 min_delete_probability: float | None = None) -> None:
+        self._scorer = scorer
+        self._weights_path = weights_path
+        if min_delete_probability is not None:
+            _check_unit("min_delete_probability", min_delete_probability, 0.0)
+        self._min_delete = min_delete_probability
+
+    @property
+    def min_delete_probability(self) -> float:
+        """A delete is taken only at or above this probability (default: the value tuned with the weights)."""
+        if self._min_delete is not None:
+            return self._min_delete
+        return float(self.scorer.meta.get("min_delete_probability", 0.0))
+
+    @property
+    def scorer(self) -> Any:
+        """The :class:`~memrefine_edge.scorer.RedundancyScorer` (the packaged weights unless given)."""
+        if self._scorer is None:
+            from .scorer import RedundancyScorer
+
+            self._scorer = RedundancyScorer(path=self._weights_path)
+        return self._scorer
+
+    def load(self) -> None:
+        """Read the weights now, so a bad weights file fails before a run starts."""
+        _ = self.scorer
+
+    def describe(self) -> dict[str, Any]:
+        """The judge's settings, recorded with each run."""
+        meta = self.scorer.meta
+        return {"type": "ScorerJudge", "weights": str(self._weights_path or "packaged"),
+                "trained_on": meta.get("trained_on"), "l2": meta.get("l2"),
+                "min_delete_probability": self.min_delete_probability}
+
+    def decide(self, a: str, b: str, similarity: float) -> Decision:
+        """The most probable action whose deletes keep every strict fact."""
+        scores = self.scorer.score(a, b, similarity)
+        shown = ", ".join(f"{c} {p:.2f}" for c, p in scores.ranked())
+        min_delete = self.min_delete_probability
+        for action, p in scores.ranked():
+            if action.startswith("delete"):
+                if p < min_delete:
+                    continue  # not sure enough that nothing is lost
+                tgt: Target = "a" if action == "delete_a" else "b"
+                gone, kept = (a, b) if tgt == "a" else (b, a)
+                if missing_facts(gone, kept, min_word_cover=0.0):
+                    continue  # it would drop a name, number, date or negation
+                return Decision("delete", tgt, reason=f"scorer: {shown}", source="scorer")
+            if action == "merge":
+                return Decision("merge", None, merge_instruction=merge_instruction_for(a, b),
+                                reason=f"scorer: {shown}", source="scorer")
+            return Decision("preserve", None, reason=f"scorer: {shown}", source="scorer")
+        raise AssertionError("preserve is always allowed")  # pragma: no cover
 
 
 def _check_unit(name: str, value: float, low: float) -> float:

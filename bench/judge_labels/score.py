@@ -26,7 +26,7 @@ from pairs import PAIRS, resolve  # noqa: E402
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.backends.encoder import OnnxEncoder  # noqa: E402
 from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
-from memrefine_edge.judge import default_judge  # noqa: E402
+from memrefine_edge.judge import FactJudge, GuardedJudge, ScorerJudge, default_judge  # noqa: E402
 
 
 def _auc(pos: list[float], neg: list[float]) -> float:
@@ -37,13 +37,23 @@ def _auc(pos: list[float], neg: list[float]) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", choices=("test", "tune", "all"), default="test")
+    ap.add_argument("--judge", choices=("scorer", "fact"), default="scorer",
+                    help="scorer: the learned redundancy scorer behind the fact checks; fact: the word-coverage "
+                         "fact judge and guard")
     ap.add_argument("--merge-min-similarity", type=float, default=None,
                     help="the guard's merge threshold [default: the product's]; tune it on --split tune only")
     args = ap.parse_args()
     pairs = {r["id"]: r for r in map(json.loads, PAIRS.read_text().splitlines())}
     labels = [r for r in map(json.loads, (HERE / "labels.jsonl").read_text().splitlines())
               if args.split == "all" or r["split"] == args.split]
-    encoder, judge = OnnxEncoder(), default_judge("none", merge_min_similarity=args.merge_min_similarity)
+    encoder = OnnxEncoder()
+    judge: GuardedJudge
+    if args.judge == "fact":
+        judge = default_judge("none", merge_min_similarity=args.merge_min_similarity)
+        assert isinstance(judge.inner, FactJudge)
+    else:
+        judge = GuardedJudge(ScorerJudge(), min_word_cover=0.0, check_merges=False)
+
     hits = ok = losing = 0
     by_ideal: Counter[str] = Counter()
     confusion: Counter[tuple[str, str]] = Counter()
@@ -68,14 +78,15 @@ def main() -> int:
            "ideal_accuracy": round(hits / n, 4), "acceptable_rate": round(ok / n, 4),
            "fact_losing_rate": round(losing / n, 4), "cosine_auc_redundant_vs_not": round(_auc(redundant, distinct), 4),
            "ideal_counts": dict(by_ideal), "confusion": {f"{i} -> {a}": c for (i, a), c in sorted(confusion.items())},
-           "machine": machine_info(__version__), "command": f"python bench/judge_labels/score.py --split {args.split}"
+           "machine": machine_info(__version__), "command": "python bench/judge_labels/score.py"
+           + f" --judge {args.judge} --split {args.split}"
            + (f" --merge-min-similarity {args.merge_min_similarity}" if args.merge_min_similarity is not None else "")}
     print(json.dumps({k: out[k] for k in ("split", "pairs", "ideal_accuracy", "acceptable_rate", "fact_losing_rate",
                                           "cosine_auc_redundant_vs_not")}))
     for k, c in out["confusion"].items():
         print(f"  {k}: {c}")
     suffix = f"_mms{args.merge_min_similarity:g}" if args.merge_min_similarity is not None else ""
-    write_json(REPO / "bench" / "results" / f"judge_labels_{args.split}{suffix}.json", out)
+    write_json(REPO / "bench" / "results" / f"judge_labels_{args.judge}_{args.split}{suffix}.json", out)
     return 0
 
 

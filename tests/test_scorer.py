@@ -1,0 +1,102 @@
+"""The redundancy scorer: ordered features, packaged weights, and the scorer judge's hard fact checks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from memrefine_edge.judge import GuardedJudge, ScorerJudge
+from memrefine_edge.scorer import CLASSES, FEATURES, RedundancyScorer, pair_features, swap_index
+
+PAIRS = [
+    ("Caroline: I went to the LGBTQ support group yesterday.", "Caroline: The support group was really moving.", 0.71),
+    ("Jolene does yoga.", "Jolene does yoga and meditation to stay grounded.", 0.83),
+    ("Melanie: Thanks so much! Take care!", "Melanie: I painted a lake sunrise in 2022. [shares a photo: a lake]", 0.42),
+    ("Sam: I never liked hiking.", "Evan: I love hiking in the mountains with my 2 kids?", 0.55),
+]
+
+
+def _weights(prefer: str, strength: float = 5.0) -> dict:
+    """Weights under which one class always wins, whatever the features."""
+    intercept = [0.0] * len(CLASSES)
+    intercept[CLASSES.index(prefer)] = strength
+    return {"features": list(FEATURES), "classes": list(CLASSES), "mean": [0.0] * len(FEATURES),
+            "scale": [1.0] * len(FEATURES), "coef": [[0.0] * len(FEATURES) for _ in CLASSES],
+            "intercept": intercept}
+
+
+@pytest.mark.parametrize("a,b,sim", PAIRS)
+def test_swapping_the_pair_permutes_the_features(a, b, sim):
+    perm, sign = swap_index()
+    np.testing.assert_allclose(pair_features(b, a, sim), pair_features(a, b, sim)[perm] * sign)
+
+
+def test_features_name_what_they_measure():
+    f = dict(zip(FEATURES, pair_features(*PAIRS[2])))
+    assert f["filler_share_a"] == 1.0 and f["filler_share_b"] == 0.0
+    assert f["num_date_extra_b"] == 1.0 and f["num_date_extra_a"] == 0.0
+    assert f["photo_b"] == 1.0 and f["same_speaker"] == 1.0
+    g = dict(zip(FEATURES, pair_features(*PAIRS[3])))
+    assert g["other_speaker"] == 1.0 and g["question_share_b"] == 1.0 and g["stated_words_b"] == 0.0
+
+
+def test_packaged_weights_give_symmetric_calibrated_probabilities():
+    scorer = RedundancyScorer()
+    assert scorer.meta["trained_on"].startswith("bench/judge_labels tune split")
+    for a, b, sim in PAIRS:
+        ab, ba = scorer.score(a, b, sim), scorer.score(b, a, sim)
+        assert sum(ab.as_dict().values()) == pytest.approx(1.0)
+        # Trained on both orientations: delete_a of (a, b) is close to delete_b of (b, a).
+        assert ab.delete_a == pytest.approx(ba.delete_b, abs=0.05)
+        assert ab.merge == pytest.approx(ba.merge, abs=0.05)
+
+
+def test_weights_for_other_features_are_refused(tmp_path):
+    w = _weights("preserve")
+    w["features"] = w["features"][:-1]
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(w))
+    with pytest.raises(ValueError, match="other features"):
+        RedundancyScorer(path=path)
+    w = _weights("preserve")
+    w["coef"] = w["coef"][:2]
+    with pytest.raises(ValueError, match="shape"):
+        RedundancyScorer(weights=w)
+
+
+def test_scorer_judge_never_deletes_a_strict_fact():
+    judge = ScorerJudge(scorer=RedundancyScorer(weights=_weights("delete_b")))
+    # B holds a number and a name A lacks: the delete of B is refused, the next class decides.
+    d = judge.judge("Jolene does yoga.", "Jolene does yoga with Deborah twice a week.", 0.8)
+    assert d.action != "delete" or d.target == "a"
+    assert d.source == "scorer" and "delete_b" in d.reason
+    # Nothing strict to lose: the scorer's delete is taken even though the wording differs.
+    d = judge.judge("Sam appreciates the encouragement.", "Sam expressed appreciation for the support.", 0.8)
+    assert (d.action, d.target) == ("delete", "b")
+
+
+def test_scorer_judge_needs_a_confident_delete():
+    w = _weights("delete_a", strength=0.5)  # delete_a about 0.35: wins, but is below 0.5
+    a, b = "Sam appreciates the encouragement.", "Sam expressed appreciation for the support."
+    assert ScorerJudge(scorer=RedundancyScorer(weights=w)).judge(a, b, 0.8).action == "delete"
+    assert ScorerJudge(scorer=RedundancyScorer(weights=w), min_delete_probability=0.5).judge(a, b, 0.8).action != "delete"
+    with pytest.raises(ValueError):
+        ScorerJudge(min_delete_probability=1.5)
+
+
+def test_scorer_judge_merges_with_an_instruction_and_records_settings():
+    judge = ScorerJudge(scorer=RedundancyScorer(weights=_weights("merge")))
+    d = judge.judge("Evan suggested kayaking to de-stress.", "Sam is considering kayaking next month.", 0.7)
+    assert d.action == "merge" and d.merge_instruction
+    assert ScorerJudge().describe()["type"] == "ScorerJudge"
+    assert 0.0 <= ScorerJudge().min_delete_probability <= 1.0
+
+
+def test_the_guard_behind_the_scorer_only_checks_strict_facts():
+    # min_word_cover=0.0: a paraphrase delete passes the guard, a strict-fact loss would not.
+    guarded = GuardedJudge(ScorerJudge(scorer=RedundancyScorer(weights=_weights("delete_a"))),
+                           min_word_cover=0.0, check_merges=False)
+    d = guarded.judge("Sam appreciates the encouragement.", "Sam expressed appreciation for the support.", 0.8)
+    assert (d.action, d.target, d.source) == ("delete", "a", "scorer")
