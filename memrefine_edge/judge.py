@@ -74,6 +74,7 @@ DEFAULT_MERGE_MIN_SIMILARITY = 0.5
 
 __all__ = [
     "DEFAULT_MERGE_MIN_SIMILARITY",
+    "JUDGE_NAMES",
     "Decision",
     "default_judge",
     "Judge",
@@ -333,8 +334,10 @@ class ScorerJudge(Judge):
     uses_model = False
 
     def __init__(self, *, scorer: Any = None, weights_path: str | os.PathLike[str] | None = None,
-                 min_delete_probability: float | None = None) -> None:
+                 min_delete_probability: float | None = None, merge_min_similarity: float | None = None) -> None:
         self._scorer = scorer
+        self.merge_min_similarity = (None if merge_min_similarity is None
+                                     else _check_unit("merge_min_similarity", merge_min_similarity, -1.0))
         self._weights_path = weights_path
         if min_delete_probability is not None:
             _check_unit("min_delete_probability", min_delete_probability, 0.0)
@@ -365,7 +368,8 @@ class ScorerJudge(Judge):
         meta = self.scorer.meta
         return {"type": "ScorerJudge", "weights": str(self._weights_path or "packaged"),
                 "trained_on": meta.get("trained_on"), "l2": meta.get("l2"),
-                "min_delete_probability": self.min_delete_probability}
+                "min_delete_probability": self.min_delete_probability,
+                "merge_min_similarity": self.merge_min_similarity}
 
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """The most probable action whose deletes keep every strict fact."""
@@ -382,6 +386,8 @@ class ScorerJudge(Judge):
                     continue  # it would drop a name, number, date or negation
                 return Decision("delete", tgt, reason=f"scorer: {shown}", source="scorer")
             if action == "merge":
+                if self.merge_min_similarity is not None and similarity < self.merge_min_similarity:
+                    continue  # the user's floor for merges
                 return Decision("merge", None, merge_instruction=merge_instruction_for(a, b),
                                 reason=f"scorer: {shown}", source="scorer")
             return Decision("preserve", None, reason=f"scorer: {shown}", source="scorer")
@@ -525,19 +531,39 @@ class GuardedJudge(Judge):
                         source="guard")
 
 
+#: ``judge_model`` values that name a judge instead of a GGUF file.
+JUDGE_NAMES = ("none", "scorer", "fact", "bundled")
+
+
 def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads: int = 1,
                   merge_min_similarity: float | None = None) -> GuardedJudge:
-    """The product's judge: fast path, then a GGUF judge, then the fact guard.
+    """The product's judge: the fast path, then an inner judge, behind the fact checks.
 
-    ``model_path=None`` is the bundled GGUF; ``"none"`` puts the model-free
-    :class:`FactJudge` in its place (on the dev set the same decisions as
-    the bundled 135M model, at no model cost). The model loads lazily, on
-    the first pair the fast path does not settle.
+    ``model_path`` picks the inner judge:
+
+    * ``None``, ``"none"`` or ``"scorer"`` (the default): :class:`ScorerJudge`,
+      the learned redundancy scorer, no language model. Measured on the
+      labelled test pairs it is the most accurate judge and the cheapest
+      (``bench/results/judge_configs.md``). The guard behind it checks the
+      strict facts (names, numbers, dates, negation) of every delete; the
+      scorer, not a word-coverage threshold, decides paraphrases.
+      ``merge_min_similarity`` (default: none) turns its merges below that
+      cosine into preserves.
+    * ``"fact"``: :class:`FactJudge`, the word-coverage rules the scorer
+      replaced (kept for comparison); ``merge_min_similarity`` defaults to
+      :data:`DEFAULT_MERGE_MIN_SIMILARITY`.
+    * ``"bundled"`` or a GGUF path: :class:`LlamaJudge` behind the
+      word-coverage guard. The model loads lazily, on the first pair the
+      fast path does not settle.
     """
+    key = None if model_path is None else str(model_path)
+    if key in (None, "none", "scorer"):
+        return GuardedJudge(ScorerJudge(merge_min_similarity=merge_min_similarity), min_word_cover=0.0,
+                            merge_min_similarity=-1.0, check_merges=False)
     mms = DEFAULT_MERGE_MIN_SIMILARITY if merge_min_similarity is None else merge_min_similarity
     inner: Judge
-    if model_path is not None and str(model_path) == "none":
+    if key == "fact":
         inner = FactJudge(merge_min_similarity=mms)
     else:
-        inner = LlamaJudge(model_path, n_threads=n_threads)
+        inner = LlamaJudge(None if key == "bundled" else model_path, n_threads=n_threads)
     return GuardedJudge(inner, merge_min_similarity=mms)

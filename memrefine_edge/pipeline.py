@@ -28,8 +28,10 @@ __all__ = ["PipelineConfig", "Pipeline", "Backends", "build"]
 class PipelineConfig:
     """What a user chooses (the ``compress`` options).
 
-    ``judge_model``: a GGUF path, ``None`` for the bundled model, ``"none"``
-    for the model-free fact judge. ``merge_model``: a GGUF for merges, or
+    ``judge_model``: ``None``/``"none"`` for the default learned redundancy
+    scorer (no language model), ``"fact"`` for the word-coverage fact judge,
+    ``"bundled"`` for the bundled GGUF, or a GGUF path
+    (:func:`memrefine_edge.judge.default_judge`). ``merge_model``: a GGUF for merges, or
     ``None`` for the deterministic, fact-keeping merge. ``threads``: CPU
     threads for the models (None: encoder ``min(2, cores)``, LLM 1).
     ``tau``/``protect`` go to the rule methods, ``merge_min_similarity`` to
@@ -79,7 +81,7 @@ class Backends:
         return OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
 
     def judge(self, config: PipelineConfig) -> "Judge":
-        """The memrefine judge (default: fast path, the bundled GGUF or ``judge_model``, fact guard)."""
+        """The memrefine judge (default: fast path, the redundancy scorer, fact checks; see ``judge_model``)."""
         from .judge import default_judge
 
         # The LLM defaults to one thread: with two, while another process was busy, it ran 4x slower.

@@ -135,8 +135,9 @@ from .pipeline import Backends, PipelineConfig  # noqa: E402
 class FakeBackends(Backends):
     """:class:`~memrefine_edge.pipeline.Backends` that load no model.
 
-    By default: :class:`HashEncoder`, the model-free judge (fast path and
-    fact judge behind the guard) and the deterministic merge. Pass any of
+    By default: :class:`HashEncoder`, the model-free judge (the default
+    redundancy scorer, or the fact judge when ``judge_model="fact"``; any
+    other model name or path is not loaded) and the deterministic merge. Pass any of
     ``encoder``, ``method``, ``merger`` to use that object instead (it is
     returned as is, for every command). Hand it to
     ``memrefine_edge.pipeline.build(..., backends=...)``, to the command line
@@ -153,7 +154,8 @@ class FakeBackends(Backends):
     def judge(self, config: PipelineConfig) -> Judge:
         from .judge import default_judge
 
-        return default_judge("none", merge_min_similarity=config.merge_min_similarity)
+        name = "fact" if config.judge_model == "fact" else "none"
+        return default_judge(name, merge_min_similarity=config.merge_min_similarity)
 
     def method(self, config: PipelineConfig) -> "Method":
         return self._method if self._method is not None else super().method(config)

@@ -182,13 +182,13 @@ def test_guard_thresholds_are_checked(bad):
 def test_default_judge_records_its_settings():
     from memrefine_edge.judge import DEFAULT_MERGE_MIN_SIMILARITY, default_judge
 
-    j = default_judge("none")
+    j = default_judge("fact")
     assert j.describe() == {"type": "GuardedJudge", "fast_path": True, "min_word_cover": 0.75,
                             "merge_min_similarity": DEFAULT_MERGE_MIN_SIMILARITY,
                             "inner": {"type": "FactJudge", "min_word_cover": 0.75,
                                       "merge_min_similarity": DEFAULT_MERGE_MIN_SIMILARITY}}
-    assert default_judge("none", merge_min_similarity=0.75).describe()["inner"]["merge_min_similarity"] == 0.75
-    assert default_judge(None).describe()["inner"]["type"] == "LlamaJudge"  # lazy: no model is loaded here
+    assert default_judge("fact", merge_min_similarity=0.75).describe()["inner"]["merge_min_similarity"] == 0.75
+    assert default_judge("bundled").describe()["inner"]["type"] == "LlamaJudge"  # lazy: no model is loaded here
 
 
 def test_guard_replaces_a_needless_merge_by_a_delete():

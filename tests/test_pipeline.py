@@ -10,11 +10,13 @@ from memrefine_edge.testing import FakeBackends, HashEncoder
 
 
 def test_build_wires_the_judge_options_and_refuses_them_for_rule_methods():
-    parts = build(PipelineConfig(judge_model="none", merge_min_similarity=0.75), backends=FakeBackends())
+    parts = build(PipelineConfig(judge_model="fact", merge_min_similarity=0.75), backends=FakeBackends())
     assert parts.method.describe()["judge"]["inner"] == {"type": "FactJudge", "min_word_cover": 0.75,
                                                          "merge_min_similarity": 0.75}
-    parts = build(PipelineConfig(judge_model="none", merge_min_similarity=0.0), backends=FakeBackends())
+    parts = build(PipelineConfig(judge_model="fact", merge_min_similarity=0.0), backends=FakeBackends())
     assert parts.method.describe()["judge"]["merge_min_similarity"] == 0.0  # 0.0 is a value, not "unset"
+    parts = build(PipelineConfig(merge_min_similarity=0.6), backends=FakeBackends())
+    assert parts.method.describe()["judge"]["inner"]["merge_min_similarity"] == 0.6
     with pytest.raises(OptionConflictError, match="--merge-min-similarity"):
         build(PipelineConfig(method="rulesim", merge_min_similarity=0.6), backends=FakeBackends())
     with pytest.raises(OptionConflictError, match="--tau and --protect"):
@@ -26,8 +28,9 @@ def test_build_wires_the_judge_options_and_refuses_them_for_rule_methods():
 
 
 def test_real_backends_build_the_model_free_judge_without_loading_a_model():
-    judge = Backends().judge(PipelineConfig(judge_model="none"))
-    assert judge.describe()["inner"]["type"] == "FactJudge"
+    judge = Backends().judge(PipelineConfig())
+    assert judge.describe()["inner"]["type"] == "ScorerJudge"
+    assert Backends().judge(PipelineConfig(judge_model="fact")).describe()["inner"]["type"] == "FactJudge"
     rules = Backends().method(PipelineConfig(method="rulepr", tau=0.9, protect=0.5))
     assert rules.name == "rulepr" and rules.describe()["tau"] == 0.9
 

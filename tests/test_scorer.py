@@ -100,3 +100,19 @@ def test_the_guard_behind_the_scorer_only_checks_strict_facts():
                            min_word_cover=0.0, check_merges=False)
     d = guarded.judge("Sam appreciates the encouragement.", "Sam expressed appreciation for the support.", 0.8)
     assert (d.action, d.target, d.source) == ("delete", "a", "scorer")
+
+
+def test_a_merge_floor_turns_low_similarity_merges_into_preserves():
+    judge = ScorerJudge(scorer=RedundancyScorer(weights=_weights("merge")), merge_min_similarity=0.6)
+    a, b = "Evan suggested kayaking to de-stress.", "Sam is considering kayaking next month."
+    assert judge.judge(a, b, 0.7).action == "merge"
+    assert judge.judge(a, b, 0.5).action == "preserve"
+
+
+def test_default_judge_is_the_scorer_and_names_pick_the_others():
+    from memrefine_edge.judge import default_judge
+
+    assert default_judge().describe()["inner"]["type"] == "ScorerJudge"
+    assert default_judge("none").describe()["inner"]["type"] == "ScorerJudge"
+    assert default_judge("fact").describe()["inner"]["type"] == "FactJudge"
+    assert default_judge("bundled").describe()["inner"]["type"] == "LlamaJudge"  # lazy: nothing loads here

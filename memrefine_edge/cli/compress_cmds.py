@@ -185,10 +185,11 @@ _compress_options = [
                  help="paper: stop when no candidate is left; strict: evict until the budget holds."),
     click.option("--method", default="memrefine", show_default=True, help="Compression method."),
     click.option("--judge-model", type=click.Path(dir_okay=False), default=None,
-                 help="GGUF for the judge, or 'none' for the model-free fact judge [default: the bundled GGUF]."),
+                 help="Judge: 'none' (the default: the learned redundancy scorer, no LLM), 'fact' (word-coverage "
+                      "rules), 'bundled' (the SmolLM2-135M GGUF) or a GGUF path."),
     click.option("--merge-min-similarity", type=click.FloatRange(-1, 1), default=None,
-                 help="memrefine: merge (not preserve) two entries with distinct facts at or above this cosine "
-                      "[default: 0.5; 0.75 is the paper's 'distinct facts are preserved']."),
+                 help="memrefine: merge only at or above this cosine [default: the scorer's own decision; 0.5 "
+                      "for 'fact' and GGUF judges, which merge distinct-fact pairs at or above it]."),
     click.option("--merge-model", type=click.Path(dir_okay=False), default=None,
                  help="GGUF for merges [default: no LLM; a deterministic merge that keeps both entries' facts]."),
     click.option("--encoder-model", type=click.Path(dir_okay=False), default=None, help="ONNX encoder file."),

@@ -61,10 +61,11 @@ def eval_group() -> None:
 @click.option("--answer-model", type=click.Path(dir_okay=False), default=None,
               help="GGUF answer model [default: the bundled SmolLM2-135M].")
 @click.option("--judge-model", type=click.Path(dir_okay=False), default=None,
-              help="GGUF judge (and merge) model, or 'none' for the model-free fact judge "
-                   "[default: the bundled SmolLM2-135M].")
+              help="Judge: 'none' (the default: the learned redundancy scorer, no LLM), 'fact', 'bundled' or a "
+                   "GGUF path (also the merge model with --merger llm).")
 @click.option("--merge-min-similarity", type=click.FloatRange(-1, 1), default=None,
-              help="memrefine: merge, not preserve, distinct-fact pairs at or above this cosine [default: 0.5].")
+              help="memrefine: merge only at or above this cosine [default: the scorer's decision; 0.5 for "
+                   "'fact' and GGUF judges].")
 @click.option("--merger", type=click.Choice(["llm", "concat"]), default="concat", show_default=True,
               help="concat: deterministic, fact-keeping merge (as `memrefine compress` without --merge-model); "
                    "llm: merges written by the judge model, checked by the merge guard.")

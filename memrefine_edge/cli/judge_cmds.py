@@ -68,40 +68,45 @@ def _fill_similarity(pairs: list[dict[str, Any]]) -> None:
 
 @cli.command("judge-pairs")
 @click.argument("in_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--judge-model", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="GGUF for the judge [default: the bundled SmolLM2-135M-Instruct].")
+@click.option("--judge-model", type=click.Path(dir_okay=False), default=None,
+              help="'none' (the default: the learned redundancy scorer, no LLM), 'fact' (word-coverage rules), "
+                   "'bundled' (SmolLM2-135M-Instruct) or a GGUF path.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="llama.cpp threads.")
 @click.option("--mode", type=click.Choice(["logits", "generate"]), default="logits", show_default=True,
               help="Score the three actions from logits, or generate the JSON decision.")
 @click.option("--rules-only", is_flag=True, help="No model: fast-path rules, otherwise preserve.")
-@click.option("--facts-only", is_flag=True,
-              help="No model: fast path, then the fact-coverage judge (as good as the 135M model on the dev set).")
+@click.option("--facts-only", is_flag=True, help="Same as --judge-model fact.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the JSON lines here (atomically) instead of stdout.")
 @json_option
-def judge_pairs(in_file: Path, judge_model: Path | None, threads: int, mode: str, rules_only: bool,
+def judge_pairs(in_file: Path, judge_model: str | None, threads: int, mode: str, rules_only: bool,
                 facts_only: bool, out_file: Path | None, as_json: bool) -> None:
-    """Judge each pair of IN_FILE (JSON lines {id, a, b, similarity?}) with the full pipeline.
+    """Judge each pair of IN_FILE (JSON lines {id, a, b, similarity?}) with the product's judge.
 
     Prints one JSON line per pair: {id, action, target, merge_instruction,
     reason, source, latency_ms}. Pairs without a similarity are embedded
     with the bundled encoder. The whole file is validated first, so a
     malformed line stops the command before anything is written.
     """
-    from ..judge import FactJudge, GuardedJudge, Judge, LlamaJudge
+    from ..judge import JUDGE_NAMES, GuardedJudge, LlamaJudge, default_judge
 
-    if rules_only and facts_only:
-        raise click.UsageError("--rules-only and --facts-only exclude each other")
+    if rules_only and (facts_only or judge_model is not None):
+        raise click.UsageError("--rules-only excludes --facts-only and --judge-model")
+    if facts_only and judge_model not in (None, "fact"):
+        raise click.UsageError("--facts-only is --judge-model fact; give one of them")
+    if mode != "logits" and (facts_only or judge_model is None or judge_model in ("none", "scorer", "fact")):
+        raise click.UsageError("--mode applies to a GGUF judge (--judge-model bundled or a path)")
     pairs = read_pairs(in_file)
     _fill_similarity(pairs)
-    inner: Judge | None
+    judge: GuardedJudge
     if rules_only:
-        inner = None
-    elif facts_only:
-        inner = FactJudge()
+        judge = GuardedJudge(None)
+    elif judge_model is not None and judge_model not in JUDGE_NAMES or judge_model == "bundled":
+        llm = LlamaJudge(None if judge_model == "bundled" else judge_model, mode=mode,  # type: ignore[arg-type]
+                         n_threads=threads)
+        judge = GuardedJudge(llm)
     else:
-        inner = LlamaJudge(judge_model, mode=mode, n_threads=threads)  # type: ignore[arg-type]
-    judge = GuardedJudge(inner)
+        judge = default_judge("fact" if facts_only else judge_model, n_threads=threads)
     rows = []
     for i, p in enumerate(pairs, 1):
         t0 = time.perf_counter()

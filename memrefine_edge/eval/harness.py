@@ -152,7 +152,7 @@ class EvalConfig:
     metric: str = "json"
     mode: str = "paper"
     merger: str = "concat"  # "concat" (deterministic, no LLM; the compress default) or "llm" (the judge model)
-    judge_model: str | None = None  # a GGUF path, None (bundled) or "none" (model-free fact judge)
+    judge_model: str | None = None  # None/"none" (the redundancy scorer), "fact", "bundled" or a GGUF path
     merge_min_similarity: float | None = None  # memrefine's guard; None: judge.DEFAULT_MERGE_MIN_SIMILARITY
     answer_model: str | None = None
     encoder_model: str | None = None
