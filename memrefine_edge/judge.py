@@ -323,9 +323,10 @@ class ScorerJudge(Judge):
     The scorer (:class:`memrefine_edge.scorer.RedundancyScorer`) ranks
     ``delete_a``, ``delete_b``, ``merge`` and ``preserve``; the most probable
     action is taken unless it is a delete that would drop a name, number,
-    date or negation the kept entry lacks, or a delete less probable than
-    ``min_delete_probability`` -- then the next most probable allowed action
-    is. Paraphrases may be deleted even when their wording
+    date or negation the kept entry lacks, or a delete (merge) less probable
+    than ``min_delete_probability`` (``min_merge_probability``) -- then the
+    next most probable allowed action is. Both thresholds default to the
+    values tuned with the weights. Paraphrases may be deleted even when their wording
     differs (the scorer, not a word-coverage threshold, judges that); the
     strict facts are never lost. Decisions carry ``source="scorer"`` and
     the class probabilities in their reason.
@@ -334,8 +335,12 @@ class ScorerJudge(Judge):
     uses_model = False
 
     def __init__(self, *, scorer: Any = None, weights_path: str | os.PathLike[str] | None = None,
-                 min_delete_probability: float | None = None, merge_min_similarity: float | None = None) -> None:
+                 min_delete_probability: float | None = None, min_merge_probability: float | None = None,
+                 merge_min_similarity: float | None = None) -> None:
         self._scorer = scorer
+        if min_merge_probability is not None:
+            _check_unit("min_merge_probability", min_merge_probability, 0.0)
+        self._min_merge = min_merge_probability
         self.merge_min_similarity = (None if merge_min_similarity is None
                                      else _check_unit("merge_min_similarity", merge_min_similarity, -1.0))
         self._weights_path = weights_path
@@ -349,6 +354,13 @@ class ScorerJudge(Judge):
         if self._min_delete is not None:
             return self._min_delete
         return float(self.scorer.meta.get("min_delete_probability", 0.0))
+
+    @property
+    def min_merge_probability(self) -> float:
+        """A merge is taken only at or above this probability (default: the value tuned with the weights)."""
+        if self._min_merge is not None:
+            return self._min_merge
+        return float(self.scorer.meta.get("min_merge_probability", 0.0))
 
     @property
     def scorer(self) -> Any:
@@ -369,13 +381,14 @@ class ScorerJudge(Judge):
         return {"type": "ScorerJudge", "weights": str(self._weights_path or "packaged"),
                 "trained_on": meta.get("trained_on"), "l2": meta.get("l2"),
                 "min_delete_probability": self.min_delete_probability,
+                "min_merge_probability": self.min_merge_probability,
                 "merge_min_similarity": self.merge_min_similarity}
 
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """The most probable action whose deletes keep every strict fact."""
         scores = self.scorer.score(a, b, similarity)
         shown = ", ".join(f"{c} {p:.2f}" for c, p in scores.ranked())
-        min_delete = self.min_delete_probability
+        min_delete, min_merge = self.min_delete_probability, self.min_merge_probability
         for action, p in scores.ranked():
             if action.startswith("delete"):
                 if p < min_delete:
@@ -386,8 +399,8 @@ class ScorerJudge(Judge):
                     continue  # it would drop a name, number, date or negation
                 return Decision("delete", tgt, reason=f"scorer: {shown}", source="scorer")
             if action == "merge":
-                if self.merge_min_similarity is not None and similarity < self.merge_min_similarity:
-                    continue  # the user's floor for merges
+                if p < min_merge or (self.merge_min_similarity is not None and similarity < self.merge_min_similarity):
+                    continue  # not sure enough that one entry should hold both, or below the user's floor
                 return Decision("merge", None, merge_instruction=merge_instruction_for(a, b),
                                 reason=f"scorer: {shown}", source="scorer")
             return Decision("preserve", None, reason=f"scorer: {shown}", source="scorer")

@@ -116,3 +116,12 @@ def test_default_judge_is_the_scorer_and_names_pick_the_others():
     assert default_judge("none").describe()["inner"]["type"] == "ScorerJudge"
     assert default_judge("fact").describe()["inner"]["type"] == "FactJudge"
     assert default_judge("bundled").describe()["inner"]["type"] == "LlamaJudge"  # lazy: nothing loads here
+
+
+def test_an_unsure_merge_falls_to_the_next_action():
+    w = _weights("merge", strength=0.5)  # merge about 0.35: most probable, below 0.4
+    a, b = "Evan suggested kayaking to de-stress.", "Sam is considering kayaking next month."
+    assert ScorerJudge(scorer=RedundancyScorer(weights=w)).judge(a, b, 0.7).action == "merge"
+    assert ScorerJudge(scorer=RedundancyScorer(weights=w), min_merge_probability=0.4).judge(a, b, 0.7).action != "merge"
+    packaged = ScorerJudge()
+    assert packaged.min_merge_probability == packaged.scorer.meta["min_merge_probability"]

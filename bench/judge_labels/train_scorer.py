@@ -35,6 +35,7 @@ from memrefine_edge.scorer import CLASSES, FEATURES, RedundancyScorer, pair_feat
 
 L2_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
 MIN_DELETE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6)
+MIN_MERGE_GRID = (0.0, 0.4, 0.5, 0.6)
 MAX_FACT_LOSING = 0.02  # the product's bound on fact-losing decisions
 WEIGHTS = REPO / "memrefine_edge" / "data" / "scorer_weights.json"
 
@@ -104,12 +105,13 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, *, iters: int = 4000, lr: float
             "coef": w[:, :-1].tolist(), "intercept": w[:, -1].tolist(), "l2": l2}
 
 
-def judge_action(scorer: RedundancyScorer, r: dict, min_delete: float | None = None) -> str:
+def judge_action(scorer: RedundancyScorer, r: dict, min_delete: float | None = None,
+                 min_merge: float | None = None) -> str:
     """What the product's default judge decides (fast path first, then the scorer behind the fact checks)."""
     from memrefine_edge.judge import ScorerJudge
 
-    d = fast_path(r["a"], r["b"]) or ScorerJudge(scorer=scorer, min_delete_probability=min_delete).judge(
-        r["a"], r["b"], r["sim"])
+    judge = ScorerJudge(scorer=scorer, min_delete_probability=min_delete, min_merge_probability=min_merge)
+    d = fast_path(r["a"], r["b"]) or judge.judge(r["a"], r["b"], r["sim"])
     return f"delete_{d.target}" if d.action == "delete" else d.action
 
 
@@ -135,25 +137,28 @@ def main() -> int:
         scorers = {conv: RedundancyScorer(weights=fit(*design([r for r in learn if r["sample"] != conv]), l2))
                    for conv in convs}
         for md in MIN_DELETE_GRID:
-            acts = [judge_action(scorers[r["sample"]], r, md) for r in held]
-            acc, losing = accuracy(acts, held)
-            cv[f"l2={l2:g} min_delete={md:g}"] = {"l2": l2, "min_delete_probability": md,
-                                                  "ideal_accuracy": round(acc, 4), "fact_losing_rate": round(losing, 4)}
-            print(f"l2={l2:g} min_delete={md:g}: leave-one-conversation-out ideal accuracy {acc:.3f}, "
-                  f"fact-losing {losing:.3f}")
+            for mm in MIN_MERGE_GRID:
+                acts = [judge_action(scorers[r["sample"]], r, md, mm) for r in held]
+                acc, losing = accuracy(acts, held)
+                cv[f"l2={l2:g} min_delete={md:g} min_merge={mm:g}"] = {
+                    "l2": l2, "min_delete_probability": md, "min_merge_probability": mm,
+                    "ideal_accuracy": round(acc, 4), "fact_losing_rate": round(losing, 4)}
+                print(f"l2={l2:g} min_delete={md:g} min_merge={mm:g}: leave-one-conversation-out ideal accuracy "
+                      f"{acc:.3f}, fact-losing {losing:.3f}")
     # The most accurate setting whose cross-validated fact-losing rate is within the product's bound.
     safe = [c for c in cv.values() if c["fact_losing_rate"] <= MAX_FACT_LOSING] or list(cv.values())
     chosen = max(safe, key=lambda c: (c["ideal_accuracy"], -c["fact_losing_rate"], -c["l2"]))
-    best, min_delete = chosen["l2"], chosen["min_delete_probability"]
+    best, min_delete, min_merge = chosen["l2"], chosen["min_delete_probability"], chosen["min_merge_probability"]
     out = {"trained_on": "tune", "conversations": convs, "pairs": len(rows), "pairs_reaching_scorer": len(learn),
            "cv": cv, "chosen": chosen, "max_fact_losing": MAX_FACT_LOSING, "machine": machine_info(__version__),
            "command": "python bench/judge_labels/train_scorer.py"}
-    print(f"chose l2={best:g}, min_delete_probability={min_delete:g}: cross-validated accuracy "
+    print(f"chose l2={best:g}, min_delete_probability={min_delete:g}, min_merge_probability={min_merge:g}: "
+          f"cross-validated accuracy "
           f"{chosen['ideal_accuracy']:.3f}, fact-losing {chosen['fact_losing_rate']:.3f}")
     if not args.cv_only:
         x, y = design(learn)
         weights = fit(x, y, best)
-        weights.update({"min_delete_probability": min_delete,
+        weights.update({"min_delete_probability": min_delete, "min_merge_probability": min_merge,
                         "trained_on": "bench/judge_labels tune split (" + ", ".join(convs) + ")",
                         "pairs": len(learn), "cv_ideal_accuracy": chosen["ideal_accuracy"],
                         "cv_fact_losing_rate": chosen["fact_losing_rate"],
