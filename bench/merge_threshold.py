@@ -18,6 +18,7 @@ realized json ratio and evidence recall@10. rulesim is the reference row.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -28,26 +29,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from memrefine_edge.backends.encoder import OnnxEncoder  # noqa: E402
 from memrefine_edge.eval.harness import EvalConfig, run_eval  # noqa: E402
-from memrefine_edge.pipeline import Backends, PipelineConfig, build  # noqa: E402
+from memrefine_edge.pipeline import PipelineConfig, build  # noqa: E402
 
 #: The shared data folder sits beside the repository.
 DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 BUDGETS = (1.0, 0.7, 0.6, 0.5, 0.4, 0.3)
 
 
-class _NoEncoder(Backends):
-    def encoder(self, config):  # the evaluation embeds with its own encoder
-        return None
-
-
-def _factory(name: str, _config: EvalConfig):
-    """``guard@T``: memrefine with the model-free judge at merge threshold T; else a method by name."""
+def _factory(name: str, _config: EvalConfig, *, encoder):
+    """``guard@T``: memrefine with the fact judge at merge threshold T; else a method by name."""
     if name.startswith("guard@"):
-        config = PipelineConfig(judge_model="none", merge_min_similarity=float(name.split("@", 1)[1]))
+        config = PipelineConfig(judge_model="fact", merge_min_similarity=float(name.split("@", 1)[1]))
     else:
         config = PipelineConfig(method=name)
-    parts = build(config, backends=_NoEncoder())
+    parts = build(config, encoder=encoder)  # the evaluation's encoder, shared by every compression
     return parts.method, parts.merger
 
 
@@ -88,14 +85,15 @@ def main(argv: list[str] | None = None) -> None:
     cfg = EvalConfig(data=args.data, out=work, samples=tuple(args.samples.split(",")) if args.samples else None,
                      store="turns", methods=(*names, "rulesim"), budgets=BUDGETS, qa=False, chain=True,
                      command=" ".join(["python bench/merge_threshold.py", *shown]))
+    encoder = OnnxEncoder()
     try:
-        res = run_eval(cfg, method_factory=_factory, extra_methods=names,
-                       log=lambda m: print(m, file=sys.stderr, flush=True))
+        res = run_eval(cfg, encoder=encoder, method_factory=functools.partial(_factory, encoder=encoder),
+                       extra_methods=names, log=lambda m: print(m, file=sys.stderr, flush=True))
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
     rows: dict[str, dict[str, dict[str, float]]] = {}
-    for sid, s in res["samples"].items():
+    for s in res["samples"].values():
         for m, runs in s["methods"].items():
             for b, r in runs.items():
                 cell = rows.setdefault(m, {}).setdefault(b, {"ratio": 0.0, "rsum": 0.0, "rn": 0, "met": 0, "n": 0})

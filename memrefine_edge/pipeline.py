@@ -107,10 +107,16 @@ class Backends:
         return get_method(config.method, **options, **config.extra)
 
 
-def build(config: PipelineConfig | None = None, *, backends: Backends | None = None) -> Pipeline:
-    """Validate ``config`` and build the encoder, method and merger (heavy imports happen here, not at import)."""
+def build(config: PipelineConfig | None = None, *, backends: Backends | None = None,
+          encoder: "Encoder | None" = None) -> Pipeline:
+    """Validate ``config`` and build the encoder, method and merger (heavy imports happen here, not at import).
+
+    ``encoder``: one already loaded (for example the evaluation's, shared by
+    all its compressions) instead of a new one from ``backends``.
+    """
     config = config or PipelineConfig()
     config.validate()
     parts = backends or Backends()
     method = parts.method(config)  # an unknown method fails before any model loads
-    return Pipeline(encoder=parts.encoder(config), method=method, merger=parts.merger(config))
+    return Pipeline(encoder=encoder if encoder is not None else parts.encoder(config), method=method,
+                    merger=parts.merger(config))

@@ -35,6 +35,7 @@ evidence went, from the store's audit log.
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import json
 import os
@@ -460,18 +461,17 @@ def attribute_loss(questions: Sequence[Question], base_found: Sequence[frozenset
 # --- the run -----------------------------------------------------------------------------------------
 
 
-def _default_factory(name: str, config: EvalConfig) -> "tuple[Method, Merger | None]":
+def _default_factory(name: str, config: EvalConfig, *, encoder: "Encoder") -> "tuple[Method, Merger | None]":
     """The method and merger of one compression, from the pipeline (fresh state each time)."""
-    from ..pipeline import Backends, PipelineConfig
+    from ..pipeline import PipelineConfig, build
 
     merge_model = config.judge_model if config.merger == "llm" else None
     pipe = PipelineConfig(method=name, judge_model=config.judge_model, merge_model=merge_model,
                           threads=config.threads,
                           merge_min_similarity=config.merge_min_similarity if name == "memrefine" else None)
-    pipe.validate()
-    # The run embeds with its own encoder (one per evaluation), so only the method and merger are built here.
-    parts = Backends()
-    return parts.method(pipe), parts.merger(pipe)
+    # The run embeds with its own encoder (one per evaluation): the pipeline is built around it.
+    parts = build(pipe, encoder=encoder)
+    return parts.method, parts.merger
 
 
 @dataclass
@@ -608,7 +608,7 @@ def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_fac
         encoder = OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
     if config.qa and answerer is None:
         answerer = LlamaAnswerer(model_path=config.answer_model, n_threads=config.threads)
-    run = _Run(config, encoder, answerer, method_factory or _default_factory, log)
+    run = _Run(config, encoder, answerer, method_factory or functools.partial(_default_factory, encoder=encoder), log)
     out = config.out
     cache, work = out / "cache", out / "work"
     work.mkdir(parents=True, exist_ok=True)
