@@ -17,9 +17,10 @@ Part 1, real stores (default models as ``memrefine compress`` builds them):
   CC BY-NC: read at run time, no text is written out), budget 0.5: rulesim
   and rulepr with the deterministic merger; rulesim again with the packaged
   int8 encoder (the baseline for the default, built int8 encoder, in the same run);
-  memrefine with the default models (the bundled GGUF judge behind the fast
-  path and fact guard, deterministic merges) and with ``--judge-model none``
-  (the model-free fact judge: the same decisions with the bundled model).
+  memrefine with the default configuration (the learned redundancy scorer,
+  no LLM; deterministic merges), with ``--judge-model fact`` (the
+  word-coverage fact judge) and with ``--judge-model bundled`` (the bundled
+  SmolLM2-135M GGUF behind the fact guard).
 
 ``--real-only`` runs part 1 alone and writes ``bench/results/compress_real.json``.
 
@@ -525,8 +526,10 @@ def main() -> int:
          "budget": 0.5, "encoder_model": "all-MiniLM-L6-v2-int8.onnx"},
         {"label": "conv-26 rulepr b0.5", "kind": "real", "store": SAMPLE_ID, "method": "rulepr", "budget": 0.5},
         {"label": "conv-26 memrefine b0.5", "kind": "real", "store": SAMPLE_ID, "method": "memrefine", "budget": 0.5},
-        {"label": "conv-26 memrefine b0.5 judge none", "kind": "real", "store": SAMPLE_ID, "method": "memrefine",
-         "budget": 0.5, "judge_model": "none"},
+        {"label": "conv-26 memrefine b0.5 judge fact", "kind": "real", "store": SAMPLE_ID, "method": "memrefine",
+         "budget": 0.5, "judge_model": "fact"},
+        {"label": "conv-26 memrefine b0.5 judge bundled", "kind": "real", "store": SAMPLE_ID, "method": "memrefine",
+         "budget": 0.5, "judge_model": "bundled"},
     ]
     real_only = "--real-only" in sys.argv[1:]
     if not LOCOMO.is_file():
