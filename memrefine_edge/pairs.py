@@ -57,6 +57,9 @@ __all__ = ["PairQueue", "pair_scores", "similarity_matrix"]
 _U32 = 2.0**-24  # float32 unit roundoff
 _NEG_INF = np.float32(-np.inf)
 CHUNK_ELEMS = 1 << 16  # float64 elements per temporary in the exact scorer: stays in L2
+#: Scan temporaries (BLAS scores of a block of rows against every row) are kept under this many
+#: float32 elements (32 MiB): at n = 100k a block is 80 rows, not the 1,024 that would need 400 MiB.
+SCAN_ELEMS = 1 << 23
 
 
 def _tree_sum(p: np.ndarray) -> np.ndarray:
@@ -121,8 +124,41 @@ def _as_matrix(vectors: object, *, rows: int) -> np.ndarray:
     if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
         raise ValueError(f"vectors must be numeric, got dtype {arr.dtype}")
     out = np.ascontiguousarray(arr, dtype=np.float32)
-    if not np.isfinite(out).all():
-        raise ValueError("vectors must be finite (after conversion to float32)")
+    for s in range(0, out.shape[0], 4096):  # in blocks: no n x d temporary
+        if not np.isfinite(out[s : s + 4096]).all():
+            raise ValueError("vectors must be finite (after conversion to float32)")
+    return out
+
+
+def _norms(x: np.ndarray) -> np.ndarray:
+    """float64 L2 norms of the rows, in blocks (no float64 copy of the matrix)."""
+    out = np.empty(x.shape[0], dtype=np.float64)
+    for s in range(0, x.shape[0], 4096):
+        out[s : s + 4096] = np.linalg.norm(x[s : s + 4096].astype(np.float64), axis=1)
+    return out
+
+
+def _classes(x: np.ndarray) -> np.ndarray:
+    """A class per row, equal for bitwise-equal rows (numbered in first-seen order).
+
+    Rows are grouped by a 128-bit digest and checked byte for byte against
+    the class's first row, so a digest collision only costs a class, never
+    puts two different vectors in one.
+    """
+    import hashlib
+
+    out = np.empty(x.shape[0], dtype=np.int64)
+    first: dict[bytes, int] = {}
+    rep: list[int] = []
+    for i in range(x.shape[0]):
+        raw = x[i].tobytes()
+        key = hashlib.blake2b(raw, digest_size=16).digest()
+        c = first.get(key)
+        if c is None or x[rep[c]].tobytes() != raw:
+            c = len(rep)
+            rep.append(i)
+            first.setdefault(key, c)
+        out[i] = c
     return out
 
 
@@ -140,8 +176,9 @@ class PairQueue:
     be ``(0, 0)``, the first :meth:`add` then fixes d). ``excluded`` holds
     pairs already judged (e.g. preserved pairs on resume); pairs naming an id
     not in ``ids`` are ignored, so a store's whole preserve cache can be passed.
-    ``k`` is the neighbour-list length, ``block_rows`` the scan block height
-    (peak scan memory is about ``block_rows · n · 4`` bytes plus small change),
+    ``k`` is the neighbour-list length, ``block_rows`` the largest scan block
+    height (a block holds at most :data:`SCAN_ELEMS` scores: peak scan memory
+    is about ``min(block_rows · n, SCAN_ELEMS) · 4`` bytes plus small change),
     ``compact_min`` the number of removed rows tolerated before the vector
     matrix is compacted (the order of pairs never depends on it).
 
@@ -157,8 +194,10 @@ class PairQueue:
     ``add`` is one O(n·d) row scan; ``remove`` is O(1) amortised. Near-equal
     but not bitwise-equal vectors closer than the BLAS margin (~1e-4 cosine at
     d=384 for unit rows) are all re-scored exactly: a cluster of c of them
-    costs O(c²·d) at build. Memory: the float32 vectors plus O(n·k). Not
-    thread-safe.
+    costs O(c²·d) at build. Memory: the float32 vectors (one copy; a
+    C-contiguous float32 ``vectors`` is used as given, not copied, so the
+    caller must not change it afterwards) with 1/8 headroom for adds, plus
+    O(n·k). Removed rows are compacted in place. Not thread-safe.
     """
 
     def __init__(
@@ -192,20 +231,21 @@ class PairQueue:
         # Per position ("idx"): liveness, norm, neighbour list. Per matrix row:
         # the vector. Rows of removed entries are compacted away, positions not.
         cap = max(n, 16)
-        self._x = np.zeros((cap, d), dtype=np.float32)
-        self._x[:n] = x
+        # The matrix is the caller's array (no copy); adds go to a headroom block
+        # beside it and are moved in when it is compacted or grown.
+        self._x = x
         self._nrows = n
+        self._owned = False  # self._x is still the caller's array: never written to
         self._row_of = _grown(np.arange(n, dtype=np.int64), cap, -1)
-        self._idx_of_row = _grown(np.arange(n, dtype=np.int64), cap, -1)
-        self._row_alive = _grown(np.ones(n, dtype=bool), cap, False)
+        self._idx_of_row = np.arange(n, dtype=np.int64)
+        self._row_alive = np.ones(n, dtype=bool)
         self._dead_rows = 0
         self._alive = _grown(np.ones(n, dtype=bool), cap, False)
-        self._norm = _grown(np.linalg.norm(x.astype(np.float64), axis=1), cap, 0.0)
+        self._norm = _grown(_norms(x), cap, 0.0)
         self._norm_max = float(self._norm[:n].max()) if n else 0.0
         # Bitwise-equal vectors get one class, so a cluster of exact duplicates
         # costs one exact score per (row, distinct vector), not per partner.
-        classes = np.unique(x.view(np.dtype((np.void, 4 * d))).ravel(), return_inverse=True)[1] if n else np.zeros(0)
-        self._cls = _grown(np.asarray(classes, dtype=np.int64).ravel(), cap, -1)
+        self._cls = _grown(_classes(x), cap, -1)
         self._ncls = int(self._cls[:n].max()) + 1 if n else 0
         self._nb = np.zeros((cap, self._k), dtype=np.int64)
         self._ns = np.zeros((cap, self._k), dtype=np.float64)
@@ -306,6 +346,7 @@ class PairQueue:
         if self._d == 0 and v.ndim == 1 and v.shape[0] > 0:  # built empty as (0, 0): the first add fixes d
             self._d = v.shape[0]
             self._x = np.zeros((self._x.shape[0], self._d), dtype=np.float32)
+            self._owned = True
         if v.ndim != 1 or v.shape[0] != self._d:
             raise ValueError(f"vector must have shape ({self._d},), got {np.asarray(vector).shape}")
         v32 = _as_matrix(v[None, :], rows=1)[0]
@@ -321,12 +362,11 @@ class PairQueue:
             self._len = _grown(self._len, cap, 0)
             self._cur = _grown(self._cur, cap, 0)
             self._complete = _grown(self._complete, cap, False)
+        if self._nrows >= self._x.shape[0] or not self._owned:
+            # Full (or still the caller's array): compact in place when enough rows are
+            # dead, else move to an own array with 1/8 more room (amortised O(d) per add).
+            self._compact(extra=0 if self._dead_rows >= max(16, self._nrows // 16) and self._owned else 1)
         row = self._nrows
-        if row >= self._x.shape[0]:
-            cap = max(2 * row, 16)
-            self._x = _grown(self._x, cap, 0.0)
-            self._idx_of_row = _grown(self._idx_of_row, cap, -1)
-            self._row_alive = _grown(self._row_alive, cap, False)
         self._x[row] = v32
         self._nrows += 1
         self._row_of[idx] = row
@@ -397,14 +437,24 @@ class PairQueue:
             heapq.heapreplace(heap, key)  # the real head is worse than the stored bound
         return None
 
-    def _compact(self) -> None:
+    def _compact(self, extra: int = 0) -> None:
+        """Drop removed rows; make room for ``extra`` more (in place when the own array has it)."""
         live_rows = np.flatnonzero(self._row_alive[: self._nrows])
         idxs = self._idx_of_row[live_rows]
         m = live_rows.size
-        cap = max(2 * m, 16)
-        x = np.zeros((cap, self._d), dtype=np.float32)
-        x[:m] = self._x[live_rows]
-        self._x = x
+        need = m + extra
+        if self._owned and self._x.shape[0] >= need:
+            x = self._x
+        else:
+            cap = max(need + need // 8, 16)
+            x = np.zeros((cap, self._d), dtype=np.float32)
+        # Block by block, front to back: live_rows[j] >= j, so in place no row is
+        # overwritten before it is read; the temporaries stay small.
+        for s in range(0, m, 4096):
+            src = live_rows[s : s + 4096]
+            x[s : s + src.size] = self._x[src]
+        self._x, self._owned = x, True
+        cap = x.shape[0]
         self._idx_of_row = _grown(idxs, cap, -1)
         self._row_alive = _grown(np.ones(m, dtype=bool), cap, False)
         self._row_of[idxs] = np.arange(m, dtype=np.int64)
@@ -416,8 +466,9 @@ class PairQueue:
         xv = self._x[: self._nrows]
         dead = ~self._row_alive[: self._nrows] if self._dead_rows else None
         self.scans += int(idxs.size)
-        for s in range(0, idxs.size, self._block):
-            blk = idxs[s : s + self._block]
+        height = max(1, min(self._block, SCAN_ELEMS // max(self._nrows, 1)))
+        for s in range(0, idxs.size, height):
+            blk = idxs[s : s + height]
             rows = self._row_of[blk]
             if blk.size == 1:
                 sims = (xv @ xv[rows[0]])[None, :]
