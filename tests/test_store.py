@@ -17,6 +17,7 @@ from memrefine_edge.errors import (
     StoreError,
 )
 from memrefine_edge.store.schema import MIGRATIONS
+from memrefine_edge.store.vectors import decode_embedding, encode_embedding
 from memrefine_edge.store import Entry, MemoryStore, content_hash, json_size, validate_entry
 from memrefine_edge.testing import HashEncoder
 
@@ -305,12 +306,12 @@ def test_disk_metric_by_page_arithmetic(tmp_store):
     encoder = HashEncoder(dim=16, model_id="m16")
     json_before = tmp_store.json_bytes()
     tmp_store.ensure_embeddings(encoder)
-    blobs = {e.id: encoder.embed([e.content])[0].astype(np.float32).tobytes() for e in (a, b)}
+    blobs = {e.id: encode_embedding(encoder.embed([e.content])[0]) for e in (a, b)}
     expected = _expected_disk([(1, a, (blobs["a"], "m16")), (2, b, (blobs["b"], "m16"))])
     assert tmp_store.disk_bytes() == expected
     assert tmp_store.json_bytes() == json_before
     stats = tmp_store.stats()
-    assert stats.embedding_bytes == 2 * 16 * 4 and stats.embedded == 2
+    assert stats.embedding_bytes == 2 * (16 + 8) and stats.embedded == 2
     # Removing an entry frees its cells (secure_delete zeroes them; they become unused bytes).
     tmp_store.remove("a")
     b_after = Entry(id="b", content="x" * 300, timestamps=("2024-01-01",))
@@ -459,7 +460,7 @@ def test_a_removed_entry_is_gone_from_the_files_once_the_store_is_closed(tmp_pat
         assert "a" not in store and store.get("b").links == ()
     # Until the checkpoint at close, SQLite's write-ahead log may hold the old page (README says so).
     data = _all_bytes(folder)
-    assert b"zebra-7781" not in data and np.full(8, 0.123456, dtype=np.float32).tobytes() not in data
+    assert b"zebra-7781" not in data and encode_embedding(np.full(8, 0.123456, dtype=np.float32)) not in data
     assert b"Ben likes green tea" in data
 
 
@@ -492,3 +493,37 @@ def test_running_totals_equal_a_recount_after_every_kind_of_change(tmp_path):
         store.journal.purge_history()
         check(store)
         assert len(store) == len(store.ids()) and store.json_bytes() == sum(json_size(e) for e in store.entries())
+
+
+# --- compact embeddings -------------------------------------------------------------------
+
+
+def test_embeddings_are_stored_as_int8_with_a_scale_and_read_back_within_half_a_step(tmp_store):
+    rng = np.random.default_rng(7)
+    v = rng.standard_normal(384).astype(np.float32)
+    v /= np.linalg.norm(v)
+    blob = encode_embedding(v)
+    assert len(blob) == 384 + 8  # against 1,536 bytes as float32
+    assert np.isnan(np.frombuffer(blob[:4], dtype=np.float32)[0])  # never the start of a float32 embedding
+    back = decode_embedding(blob)
+    step = np.abs(v).max() / 127
+    assert back.dtype == np.float32 and np.abs(back - v).max() <= step  # half a step, and the length kept
+    assert abs(float(np.linalg.norm(back.astype(np.float64))) - 1.0) < 1e-6
+    assert decode_embedding(encode_embedding(np.zeros(4, dtype=np.float32))).tolist() == [0.0] * 4
+    tmp_store.add(Entry(id="a", content="x"))
+    tmp_store.set_embedding("a", v, "m")
+    ids, matrix = tmp_store.embeddings()
+    assert ids == ["a"] and matrix.tobytes() == back.tobytes()
+
+
+def test_float32_embeddings_of_older_stores_are_read_as_they_are(tmp_store):
+    """A store written before the compact format keeps working: raw float32 blobs are read unchanged."""
+    tmp_store.add_many([Entry(id="old", content="x"), Entry(id="new", content="y")])
+    old = np.linspace(-0.5, 0.5, 8, dtype=np.float32)
+    with tmp_store.atomic():
+        tmp_store._db.conn.execute("UPDATE entries SET embedding = ?, embedding_model = 'm' WHERE id = 'old'",
+                                   (old.tobytes(),))
+    tmp_store.set_embedding("new", old, "m")
+    ids, matrix = tmp_store.embeddings(model_id="m")
+    assert ids == ["old", "new"]
+    assert matrix[0].tobytes() == old.tobytes() and np.abs(matrix[1] - old).max() <= 0.5 / 127

@@ -1,4 +1,21 @@
-"""Embeddings and search of a store (a part of :class:`~memrefine_edge.store.MemoryStore`)."""
+"""Embeddings and search of a store (a part of :class:`~memrefine_edge.store.MemoryStore`).
+
+Stored format (compact): an embedding is written as int8 with one float32
+scale per vector, ``TAG + scale + d int8`` (``d + 8`` bytes: 392 at d = 384,
+against 1,536 as float32). ``TAG`` reads as a float32 NaN, which no stored
+float32 embedding can start with (embeddings are finite), so a store written
+by an older version -- raw float32 blobs -- is read as it is, without a
+migration, and an entry embedded again is written compactly.
+
+Quantisation: ``q = round(127 v / max|v|)``, ``scale = |v| / |q|``; the vector
+read back is ``q * scale`` in float32: the direction of ``q`` at the length of
+``v`` (a unit vector stays a unit vector, so dot products stay cosines). Everything that
+reads vectors -- the pair queue, search, the rule methods -- works on those
+dequantised vectors, and the pair order contract of :mod:`memrefine_edge.pairs`
+is exact for them. Against float32, per component the error is about
+``max|v| / 254``; ``bench/scale.py`` reports how far the candidate-pair order and
+search results move (rank agreement against float32).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +30,37 @@ from ..errors import EntryNotFoundError
 if TYPE_CHECKING:  # pragma: no cover
     from ..backends.encoder import Encoder
 
-__all__ = ["VectorsMixin"]
+__all__ = ["VectorsMixin", "encode_embedding", "decode_embedding", "EMBEDDING_TAG"]
+
+#: The first 4 bytes of a compact (int8) embedding: a float32 NaN when read as float32.
+EMBEDDING_TAG = b"Q8\xff\x7f"
+
+
+def encode_embedding(vector: np.ndarray) -> bytes:
+    """The stored (int8, per-vector scale) bytes of one embedding."""
+    v = np.asarray(vector, dtype=np.float32).ravel()
+    top = float(np.max(np.abs(v))) if v.size else 0.0
+    if not np.isfinite(top):
+        raise ValueError("an embedding must be finite")
+    if top == 0:
+        return EMBEDDING_TAG + np.float32(0).tobytes() + np.zeros(v.shape, dtype=np.int8).tobytes()
+    q = np.clip(np.rint(v / np.float32(top / 127.0)), -127, 127).astype(np.int8)
+    # The scale keeps the vector's length (a unit vector reads back as one): dot products stay cosines.
+    scale = np.float32(np.linalg.norm(v.astype(np.float64)) / np.linalg.norm(q.astype(np.float64)))
+    return EMBEDDING_TAG + scale.tobytes() + q.tobytes()
+
+
+def decode_embedding(blob: bytes) -> np.ndarray:
+    """The float32 vector of a stored embedding (compact int8, or the float32 of older stores)."""
+    if blob[:4] == EMBEDDING_TAG:
+        scale = np.frombuffer(blob, dtype=np.float32, count=1, offset=4)[0]
+        return np.frombuffer(blob, dtype=np.int8, offset=8).astype(np.float32) * scale
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def embedding_width(blob: bytes) -> int:
+    """Dimensions of a stored embedding."""
+    return len(blob) - 8 if blob[:4] == EMBEDDING_TAG else len(blob) // 4
 
 
 class VectorsMixin:
@@ -60,7 +107,7 @@ class VectorsMixin:
             vectors = encoder.embed([unique[d] for d in chunk])
             with self.atomic():
                 for digest, vec in zip(chunk, vectors, strict=True):
-                    blob = np.asarray(vec, dtype=np.float32).tobytes()
+                    blob = encode_embedding(vec)
                     for entry_id in rows_of[digest]:
                         # Only if the content is still the one embedded: another
                         # connection may have changed or removed the entry meanwhile.
@@ -75,10 +122,10 @@ class VectorsMixin:
         return len(rows)
 
     def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str) -> None:
-        """Store one entry's embedding (float32)."""
+        """Store one entry's embedding (compact: int8 with a scale, see the module docstring)."""
         if not is_lookup_key(entry_id):
             raise EntryNotFoundError.for_id(entry_id)
-        blob = np.asarray(vector, dtype=np.float32).tobytes()
+        blob = encode_embedding(vector)
         with self.atomic():
             cur = self._db.conn.execute(
                 "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash WHERE id = ?",
@@ -88,17 +135,28 @@ class VectorsMixin:
                 raise EntryNotFoundError.for_id(entry_id)
 
     def embeddings(self, *, model_id: str | None = None) -> tuple[list[str], np.ndarray]:
-        """Ids (insertion order) and a float32 matrix of every embedded entry."""
-        rows = self._db.conn.execute(
-            "SELECT id, embedding FROM entries WHERE embedding IS NOT NULL"
-            + (" AND embedding_model = ?" if model_id else "")
-            + " ORDER BY seq",
-            (model_id,) if model_id else (),
-        ).fetchall()
-        if not rows:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        matrix = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in rows])
-        return [r[0] for r in rows], matrix
+        """Ids (insertion order) and a float32 matrix of every embedded entry (dequantised).
+
+        The matrix is filled row by row from the cursor: the only full-size
+        array is the result (at 100k entries of d = 384, 154 MB; the blobs
+        are never all in memory at once).
+        """
+        where = " WHERE embedding IS NOT NULL" + (" AND embedding_model = ?" if model_id else "")
+        args = (model_id,) if model_id else ()
+        with self._read_snapshot():
+            n = int(self._db.conn.execute("SELECT COUNT(*) FROM entries" + where, args).fetchone()[0])
+            if not n:
+                return [], np.zeros((0, 0), dtype=np.float32)
+            ids: list[str] = []
+            matrix: np.ndarray | None = None
+            for entry_id, blob in self._db.conn.execute(f"SELECT id, embedding FROM entries{where} ORDER BY seq", args):
+                vec = decode_embedding(blob)
+                if matrix is None:
+                    matrix = np.empty((n, vec.shape[0]), dtype=np.float32)
+                matrix[len(ids)] = vec
+                ids.append(entry_id)
+        assert matrix is not None
+        return ids, matrix
 
     def _with_missing(self, encoder: "Encoder", ids: list[str], matrix: np.ndarray) -> tuple[list[str], np.ndarray]:
         """``ids, matrix`` completed with in-memory vectors of the entries not embedded by ``encoder`` (in order)."""
