@@ -298,8 +298,9 @@ class Compressor:
         from .pairs import PairQueue
 
         t = time.perf_counter()
-        ids, vectors = store.embeddings(model_id=self.encoder.model_id)
-        queue = PairQueue(ids, vectors, k=self.k, excluded=journal.preserved_pairs())
+        # The queue takes the float32 matrix as it is (no copy) and is its only holder.
+        queue = PairQueue(*store.embeddings(model_id=self.encoder.model_id), k=self.k,
+                          excluded=journal.preserved_pairs())
         clock["pairs"] += time.perf_counter() - t
         self.method.prepare(store)
 
