@@ -4,53 +4,45 @@ Pipeline (:class:`GuardedJudge`), for a pair ``(a, b)`` proposed by similarity:
 
 1. **fast path** (``source="rule"``): exact / normalised duplicates, one entry
    contained in the other, pure filler -- :func:`memrefine_edge.facts.fast_path`.
-2. **inner judge** (``source="llm"``), e.g. :class:`LlamaJudge`. Output that
-   does not parse raises :class:`JudgeOutputError`; the pipeline retries once,
-   then preserves (``source="fallback"``).
+2. **inner judge**: by default :class:`ScorerJudge` (``source="scorer"``), the
+   learned redundancy scorer of :mod:`memrefine_edge.scorer` with its hard
+   fact checks; or :class:`FactJudge` (word-coverage rules) or a GGUF model
+   through :class:`LlamaJudge` (``source="llm"``). LLM output that does not
+   parse raises :class:`JudgeOutputError`; the pipeline retries once, then
+   preserves (``source="fallback"``).
 3. **fact guard** (``source="guard"``, :meth:`GuardedJudge.guard`): a delete
    is applied only when the kept entry carries the facts of the deleted one.
    Otherwise the other entry is deleted if *that* is safe, else the pair is
    merged with an instruction naming the facts each side must keep (when the
    similarity says it is plausibly one event) or preserved (distinct facts).
-   A merge where one entry already covers the other becomes a delete.
+   A merge where one entry already covers the other becomes a delete. Behind
+   the scorer the guard checks strict facts only (names, numbers, dates,
+   negation: ``min_word_cover=0``), so a paraphrase the scorer recognises can
+   be deleted although its wording differs.
+
+Measured on the labelled pairs (``bench/judge_labels/``, test conversations
+that nothing was fitted on; ``bench/results/judge_configs.md``): the scorer
+has ideal-action accuracy 0.716 at 0.6% fact-losing decisions, in
+microseconds; the word-coverage :class:`FactJudge` 0.444 (it merges most
+distinct facts); the bundled SmolLM2-135M answers "delete a" for every pair,
+so behind the guard it decides like :class:`FactJudge`, at 1-2 s per pair.
+No GGUF model measured here adds accuracy, so the default loads none.
 
 :class:`LlamaJudge` runs any GGUF with llama.cpp. Its default mode scores the
 three actions from the next-token log-probabilities of one forward pass
 (prompt, then ``{"action": "``) instead of generating JSON, and reads the
-delete target the same way (``a`` vs ``b``). The merge instruction is then
-built deterministically from the facts that differ
+delete target the same way (``a`` vs ``b``); the fixed instructions come
+first so llama.cpp reuses their evaluation (about 5x faster per pair). The
+merge instruction is built deterministically from the facts that differ
 (:func:`merge_instruction_for`). ``mode="generate"`` writes the full JSON
-decision (``constrained=True`` forces the schema with a grammar) -- for
-users with a model big enough to write its own instructions.
+decision (``constrained=True`` forces the schema with a grammar) -- for users
+with a model big enough to write its own instructions.
 
-Defaults, measured on the 110-pair LoCoMo dev set and the latency bench
-(``bench/results/judge_devset.md``, ``judge_latency.json``):
-
-* logits, not generation: it never yields invalid output and costs one
-  prompt pass; generation adds ~40-60 decoded tokens per pair and the
-  135M model's free JSON is often unusable (it echoes the prompt).
-* zero-shot, not few-shot: with the bundled SmolLM2-135M neither prompt
-  carries signal (action scores are at chance on the dev set); the
-  few-shot prompt makes it answer "preserve" to almost everything, which
-  lowers pipeline accuracy (0.55 vs 0.78), and is twice as long.
-  Zero-shot it answers "delete a" for every pair, so on the default model
-  the guard decides -- :class:`FactJudge` gives the same results without
-  a model. Fact safety never rests on the model.
-* prefix reuse: the fixed instructions come first, so llama.cpp only
-  evaluates the pair's tokens (about 5x faster per pair here).
-* ``merge_min_similarity=0.5`` (:data:`DEFAULT_MERGE_MIN_SIMILARITY`): what a
-  refused delete becomes when both entries hold facts of their own -- a
-  merge at or above it, preserve below. A merge keeps every fact (the merger
-  is guarded), so this threshold trades retrieval granularity, not facts.
-  Pairs come in descending similarity and the loop stops at the budget, so
-  a pair of distinct facts in [0.5, 0.75) is merged only when the more
-  similar pairs did not reach the budget. Measured
-  (``bench/results/merge_threshold.md``): at 0.75, LoCoMo turn stores stop
-  at ~86% (every remaining pair is distinct facts, preserved); at 0.5 they
-  reach 50% and below with evidence recall@10 at or above base and the dev
-  set's fact-losing rate unchanged (0.9%). Its ideal-action accuracy drops
-  (0.78 -> 0.69) because the dev labels say "preserve" for distinct facts, the
-  paper's setting; users who want exactly that pass 0.75.
+``merge_min_similarity`` (:data:`DEFAULT_MERGE_MIN_SIMILARITY` = 0.5 for the
+fact judge and GGUF judges): what a refused delete becomes when both entries
+hold facts of their own -- a merge at or above it, preserve below
+(``bench/results/merge_threshold.md``). For the scorer it is an optional
+floor: its merges below it become preserves.
 """
 
 from __future__ import annotations
