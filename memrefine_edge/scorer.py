@@ -1,4 +1,4 @@
-"""The redundancy scorer: a small learned model that says what to do with a pair, in microseconds.
+"""The redundancy scorer: a small learned model that says what to do with a pair, in a fraction of a millisecond.
 
 Cosine similarity proposes pairs; it cannot tell a paraphrase ("Sam appreciates
 Evan's encouragement" / "Sam expressed appreciation towards Evan's support")
