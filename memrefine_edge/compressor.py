@@ -322,9 +322,10 @@ class Compressor:
         assert plan.run_id is not None
         store, target, step = self.store, plan.target, plan.step
         started, done_here = time.perf_counter(), 0
-        self._session_start_size = store.size(plan.metric)
+        self._session_start_size = store.running_size(plan.metric)
+        self._disk_dirty = True  # the running disk estimate is re-anchored when it first says "met"
         stop = "budget met"
-        while self._run_size() > target:
+        while self._over(target):
             if max_decisions is not None and done_here >= max_decisions:
                 return "stopped after max_decisions (resumable)"
             t = time.perf_counter()
@@ -350,8 +351,9 @@ class Compressor:
             sources[source] += 1
             step += 1
             done_here += 1
+            self._disk_dirty = True
             self._tick(step, target, actions, started, done_here)
-        if self._run_size() > target and plan.mode == "strict":
+        if self._over(target) and plan.mode == "strict":
             self._evict(plan.run_id, step, target, actions, sources, started=started, done=done_here)
             stop = "budget met by eviction (strict mode)"
         return stop
@@ -382,7 +384,7 @@ class Compressor:
                 self._outsiders.created.add(merged.id)
                 queue.remove(a_id)
                 queue.remove(b_id)
-                queue.add(merged.id, vec)
+                queue.add(merged.id, store.as_stored(vec))  # as a resumed run's queue reads it
                 clock["apply"] += time.perf_counter() - t
                 return "merge", decision.source
             # The safe fallback: keep both entries, audited as such.
@@ -430,12 +432,13 @@ class Compressor:
         keeper = next((key[3] for key in reversed(order)
                        if self.store.solo_size(key[3], self._metric) <= target), None)
         for filler_rank, deg, _seq, entry_id in order:
-            if self._run_size() <= target:
+            if not self._over(target):
                 break
             if entry_id == keeper:
                 continue
             why = ("pure filler" if filler_rank == 0 else "least valuable left") + f", {deg} links"
             self.store.journal.apply_evict(run_id, step, entry_id, reason=f"strict budget: {why}", metric=self._metric)
+            self._disk_dirty = True
             actions["evict"] += 1
             sources["evict"] += 1
             step += 1
@@ -446,18 +449,31 @@ class Compressor:
     # --- reporting -----------------------------------------------------------
 
     def _run_size(self) -> int:
-        """The store's size without the entries others added during the run."""
-        return self.store.size(self._metric) - self._outsiders.bytes()
+        """The store's size without the entries others added during the run (O(1): the running size)."""
+        return self.store.running_size(self._metric) - self._outsiders.bytes()
+
+    def _over(self, target: int) -> bool:
+        """Whether the run is above its target. Under ``disk`` the running estimate is checked
+        against an exact measurement before it may say "met" (once per change)."""
+        if self._run_size() > target:
+            return True
+        if self._metric == "disk" and getattr(self, "_disk_dirty", True):
+            self.store.refresh_disk()
+            self._disk_dirty = False
+            return self._run_size() > target
+        return False
 
     def _sizes(self) -> dict[str, int]:
         store = self.store
-        return {"entries": len(store), "json_bytes": store.json_bytes(), "disk_bytes": store.disk_bytes()}
+        disk = store.refresh_disk() if not store.read_only else store.disk_bytes()
+        return {"entries": len(store), "json_bytes": store.json_bytes(), "disk_bytes": disk,
+                "file_bytes": store.file_bytes()}
 
     def _tick(self, step: int, target: int, actions: Counter[str], started: float, done: int) -> None:
         if self.progress is None:
             return
         elapsed = max(time.perf_counter() - started, 1e-9)
-        size = self.store.size(self._metric)
+        size = self.store.running_size(self._metric)
         if self._session_start_size is None:
             self._session_start_size = size
         removed = self._session_start_size - size
@@ -546,7 +562,7 @@ class Upkeep:
         if self._running:
             return None
         marks = self.watermarks(store)
-        if marks is None or store.size(self.compressor.metric) <= marks[0]:
+        if marks is None or store.running_size(self.compressor.metric) <= marks[0]:
             return None
         self._running = True
         try:

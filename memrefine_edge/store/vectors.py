@@ -121,6 +121,15 @@ class VectorsMixin:
                 progress(done, len(rows))
         return len(rows)
 
+    @staticmethod
+    def as_stored(vector: np.ndarray) -> np.ndarray:
+        """``vector`` as the store reads it back once stored (dequantised float32).
+
+        What an in-memory structure built alongside the store must use, so
+        it matches one rebuilt from the store (a resumed run's pair queue).
+        """
+        return decode_embedding(encode_embedding(vector))
+
     def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str) -> None:
         """Store one entry's embedding (compact: int8 with a scale, see the module docstring)."""
         if not is_lookup_key(entry_id):
