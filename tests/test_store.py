@@ -527,3 +527,56 @@ def test_float32_embeddings_of_older_stores_are_read_as_they_are(tmp_store):
     ids, matrix = tmp_store.embeddings(model_id="m")
     assert ids == ["old", "new"]
     assert matrix[0].tobytes() == old.tobytes() and np.abs(matrix[1] - old).max() <= 0.5 / 127
+
+
+# --- the running disk estimate -----------------------------------------------------------
+
+
+def test_the_running_disk_size_is_exact_after_a_refresh_and_close_between(tmp_path):
+    from memrefine_edge.compressor import Compressor
+    from memrefine_edge.testing import FakeMerger
+
+    from fakes import ScriptedMethod
+
+    with MemoryStore(tmp_path / "d.db") as store:
+        store.add_many([Entry(id=f"e{i:04d}", content=f"Ana talked about topic {i % 13} on day {i} " * (1 + i % 4),
+                              keywords=("ana",), links=(f"e{i - 1:04d}",) if i % 3 else ()) for i in range(400)])
+        store.ensure_embeddings(HashEncoder())
+        assert store.refresh_disk() == store.disk_bytes() == store.running_size("disk")
+        for i in range(0, 400, 3):
+            store.remove(f"e{i:04d}")
+        exact = store.disk_bytes()
+        assert abs(store.running_size("disk") - exact) <= 0.02 * exact  # no refresh since a third was removed
+        assert store.recount()["disk_estimate"]["total"] == store.recount()["disk_estimate"]["recount"]
+        # A run under the disk metric ends at or under its byte budget measured exactly, and says so.
+        target = int(store.disk_bytes() * 0.6)
+        report = Compressor(store, encoder=HashEncoder(), method=ScriptedMethod(), merger=FakeMerger(),
+                            metric="disk").run(budget_bytes=target)
+        assert report.budget_met and store.disk_bytes() <= target
+        assert report.after["disk_bytes"] == store.disk_bytes() == store.running_size("disk")
+        assert report.before["file_bytes"] > 0 and report.after["file_bytes"] == store.file_bytes()
+        stats = store.stats()
+        assert stats.history_entries > 0 and stats.history_bytes > 0
+        assert stats.history_bytes_per_entry == stats.history_bytes // stats.history_entries
+        store.journal.purge_history()
+        stats = store.stats()
+        assert stats.history_entries == 0 and stats.history_bytes_per_entry == 0
+
+
+def test_an_older_store_gets_its_disk_estimate_from_its_rows(tmp_path):
+    """Migration 0005 on a store that already holds entries and links: the estimate is their recount."""
+    path = tmp_path / "old.db"
+    with MemoryStore(path) as store:
+        store.add_many([Entry(id="a", content="Ana likes tea."), Entry(id="b", content="Ben too.", links=("a",))])
+        store.set_embedding("a", np.full(8, 0.5, dtype=np.float32), "m")
+    with sqlite3.connect(path) as conn:  # as version 0004 left it
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'disk_%'"):
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DELETE FROM totals WHERE name IN ('disk_estimate', 'disk_offset')")
+        conn.execute("DELETE FROM _migrations WHERE name = '0005_disk_estimate'")
+    conn.close()
+    with MemoryStore(path) as store:
+        assert store.applied_migrations[-1] == "0005_disk_estimate"
+        assert all(v["total"] == v["recount"] for v in store.recount().values())
+        store.refresh_disk()
+        assert store.running_size("disk") == store.disk_bytes()

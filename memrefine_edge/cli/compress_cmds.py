@@ -55,6 +55,8 @@ def _human(report: dict[str, Any]) -> str:
         f"  target      {report['target_bytes']:,} B ({metric})",
         f"  json size   {b['json_bytes']:,} -> {a['json_bytes']:,} B ({report['realized_ratio_json']:.1%})",
         f"  disk size   {b['disk_bytes']:,} -> {a['disk_bytes']:,} B ({report['realized_ratio_disk']:.1%})",
+        f"  file        {b.get('file_bytes', 0):,} -> {a.get('file_bytes', 0):,} B in use (with the undo history; "
+        "purge-history returns its share)",
         f"  entries     {b['entries']:,} -> {a['entries']:,}",
         "  actions     " + (", ".join(f"{k} {v}" for k, v in sorted(report["actions"].items())) or "none"),
         "  sources     " + (", ".join(f"{k} {v}" for k, v in sorted(report["sources"].items())) or "none"),

@@ -231,7 +231,7 @@ class RunJournal:
             (
                 run_id, step, pair[0], pair[1], pair[2], action, target, source, reason, merge_instruction,
                 json.dumps(list(effect.created)), json.dumps(list(effect.removed)), effect.size_before,
-                self._store.size(metric), float(latency_ms), _now(),
+                self._store.running_size(metric), float(latency_ms), _now(),
             ),
         )
         cur = conn.execute("UPDATE runs SET cursor = ? WHERE run_id = ? AND cursor = ?", (step + 1, run_id, step))
@@ -261,7 +261,7 @@ class RunJournal:
         a_id, b_id, _ = pair
         with self._store.atomic():
             self._require(a_id, b_id)
-            before = self._store.size(metric)
+            before = self._store.running_size(metric)
             if decision.action == "delete":
                 target_id = a_id if decision.target == "a" else b_id
                 self._remove(run_id, step, target_id)
@@ -307,7 +307,7 @@ class RunJournal:
     def apply_evict(self, run_id: str, step: int, entry_id: str, *, reason: str, metric: str) -> None:
         """Strict-budget eviction of one entry, audited like any decision."""
         with self._store.atomic():
-            before = self._store.size(metric)
+            before = self._store.running_size(metric)
             self._remove(run_id, step, entry_id)
             self._record(
                 run_id, step, pair=(entry_id, None, None), action="evict", target=entry_id, source="evict",

@@ -162,6 +162,65 @@ MIGRATIONS: list[Migration] = [
         END;
         """,
     ),
+    Migration(
+        "0005_disk_estimate",
+        """
+        -- The disk metric read exactly (dbstat) visits every page: O(file). A running
+        -- estimate, kept by triggers like the other totals, makes it O(1): the bytes of
+        -- each row (text as UTF-8, blobs, the id twice for its index) plus a fixed
+        -- overhead per row, and 'disk_offset' = exact - estimate at the last refresh
+        -- (MemoryStore.refresh_disk: the start and end of every compression, stats).
+        -- Between refreshes the error is that of the per-row overhead on the rows changed.
+        INSERT INTO totals (name, value) VALUES ('disk_estimate',
+            (SELECT COALESCE(SUM(2 * LENGTH(CAST(entries.id AS BLOB)) + LENGTH(CAST(entries.content AS BLOB))
+                + LENGTH(CAST(entries.keywords AS BLOB)) + LENGTH(CAST(entries.timestamps AS BLOB))
+                + LENGTH(CAST(entries.metadata AS BLOB)) + LENGTH(CAST(entries.provenance AS BLOB))
+                + LENGTH(entries.content_hash) + COALESCE(LENGTH(entries.embedding), 0)
+                + COALESCE(LENGTH(CAST(entries.embedding_model AS BLOB)), 0)
+                + COALESCE(LENGTH(entries.embedded_hash), 0) + 40), 0) FROM entries)
+            + (SELECT COALESCE(SUM(2 * (LENGTH(CAST(links.src AS BLOB)) + LENGTH(CAST(links.dst AS BLOB)))
+                + 12), 0) FROM links));
+        INSERT INTO totals (name, value) VALUES ('disk_offset', 0);
+        CREATE TRIGGER disk_entry_insert AFTER INSERT ON entries BEGIN
+            UPDATE totals SET value = value + (2 * LENGTH(CAST(NEW.id AS BLOB))
+                + LENGTH(CAST(NEW.content AS BLOB)) + LENGTH(CAST(NEW.keywords AS BLOB))
+                + LENGTH(CAST(NEW.timestamps AS BLOB)) + LENGTH(CAST(NEW.metadata AS BLOB))
+                + LENGTH(CAST(NEW.provenance AS BLOB)) + LENGTH(NEW.content_hash)
+                + COALESCE(LENGTH(NEW.embedding), 0) + COALESCE(LENGTH(CAST(NEW.embedding_model AS BLOB)), 0)
+                + COALESCE(LENGTH(NEW.embedded_hash), 0) + 40) WHERE name = 'disk_estimate';
+        END;
+        CREATE TRIGGER disk_entry_delete AFTER DELETE ON entries BEGIN
+            UPDATE totals SET value = value - (2 * LENGTH(CAST(OLD.id AS BLOB))
+                + LENGTH(CAST(OLD.content AS BLOB)) + LENGTH(CAST(OLD.keywords AS BLOB))
+                + LENGTH(CAST(OLD.timestamps AS BLOB)) + LENGTH(CAST(OLD.metadata AS BLOB))
+                + LENGTH(CAST(OLD.provenance AS BLOB)) + LENGTH(OLD.content_hash)
+                + COALESCE(LENGTH(OLD.embedding), 0) + COALESCE(LENGTH(CAST(OLD.embedding_model AS BLOB)), 0)
+                + COALESCE(LENGTH(OLD.embedded_hash), 0) + 40) WHERE name = 'disk_estimate';
+        END;
+        CREATE TRIGGER disk_entry_update AFTER UPDATE ON entries BEGIN
+            UPDATE totals SET value = value - (2 * LENGTH(CAST(OLD.id AS BLOB))
+                + LENGTH(CAST(OLD.content AS BLOB)) + LENGTH(CAST(OLD.keywords AS BLOB))
+                + LENGTH(CAST(OLD.timestamps AS BLOB)) + LENGTH(CAST(OLD.metadata AS BLOB))
+                + LENGTH(CAST(OLD.provenance AS BLOB)) + LENGTH(OLD.content_hash)
+                + COALESCE(LENGTH(OLD.embedding), 0) + COALESCE(LENGTH(CAST(OLD.embedding_model AS BLOB)), 0)
+                + COALESCE(LENGTH(OLD.embedded_hash), 0) + 40) + (2 * LENGTH(CAST(NEW.id AS BLOB))
+                + LENGTH(CAST(NEW.content AS BLOB)) + LENGTH(CAST(NEW.keywords AS BLOB))
+                + LENGTH(CAST(NEW.timestamps AS BLOB)) + LENGTH(CAST(NEW.metadata AS BLOB))
+                + LENGTH(CAST(NEW.provenance AS BLOB)) + LENGTH(NEW.content_hash)
+                + COALESCE(LENGTH(NEW.embedding), 0) + COALESCE(LENGTH(CAST(NEW.embedding_model AS BLOB)), 0)
+                + COALESCE(LENGTH(NEW.embedded_hash), 0) + 40)
+                WHERE name = 'disk_estimate';
+        END;
+        CREATE TRIGGER disk_link_insert AFTER INSERT ON links BEGIN
+            UPDATE totals SET value = value + (2 * (LENGTH(CAST(NEW.src AS BLOB))
+                + LENGTH(CAST(NEW.dst AS BLOB))) + 12) WHERE name = 'disk_estimate';
+        END;
+        CREATE TRIGGER disk_link_delete AFTER DELETE ON links BEGIN
+            UPDATE totals SET value = value - (2 * (LENGTH(CAST(OLD.src AS BLOB))
+                + LENGTH(CAST(OLD.dst AS BLOB))) + 12) WHERE name = 'disk_estimate';
+        END;
+        """,
+    ),
 ]
 
 
