@@ -204,7 +204,8 @@ class VectorsMixin:
             if not ids:
                 return []
             q = encoder.embed([query])[0]
-            scores = matrix @ q
+            # numpy's single-threaded loop: BLAS sgemv's threads stall on shared cores.
+            scores = np.einsum("ij,j->i", matrix, np.asarray(q, dtype=np.float32))
             k = min(k, len(ids))
             # A stable sort of all scores: ties resolve by insertion order even at
             # the k-th place (argpartition picks an arbitrary tied element there).
