@@ -234,6 +234,30 @@ def test_judge_pairs_rules_only(tmp_path):
     assert set(rows[1]) == {"id", "action", "target", "merge_instruction", "reason", "source", "latency_ms"}
 
 
+def test_judge_pairs_uses_the_default_judge_without_a_model(tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"id": 1, "a": "Nate: Bye!", "b": "Joanna: Take care!", "similarity": 0.7}) + "\n"
+                   + json.dumps({"id": 2, "a": "Tim ran a 5K in May.", "b": "Ana swam in Rome.", "similarity": 0.1})
+                   + "\n")
+    res = _run(["judge-pairs", str(inp)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+    assert [r["source"] for r in rows] == ["rule", "scorer"]
+    assert rows[1]["action"] == "preserve"  # distinct facts (a number, names) on both sides
+    assert set(rows[1]) == {"id", "action", "target", "merge_instruction", "reason", "source", "latency_ms"}
+    fact = _run(["judge-pairs", str(inp), "--facts-only"])
+    assert fact.exit_code == 0 and '"source": "guard"' in fact.stdout
+
+
+@pytest.mark.parametrize("args", [["--rules-only", "--judge-model", "fact"], ["--facts-only", "--judge-model", "x.gguf"],
+                                  ["--mode", "generate"], ["--judge-model", "fact", "--mode", "generate"]])
+def test_judge_pairs_refuses_options_that_do_not_go_together(tmp_path, args):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"id": 1, "a": "x", "b": "y", "similarity": 0.5}) + "\n")
+    res = _run(["judge-pairs", str(inp), *args])
+    assert res.exit_code == 2, res.output
+
+
 @pytest.mark.parametrize("line, msg", [
     ("{not json", "line 2: not valid JSON"),
     ('{"id": 2, "a": "x"}', "line 2: 'b' must be"),
