@@ -65,7 +65,7 @@ def vec_store(path: Path, spec: list[tuple[str, str, np.ndarray, tuple[str, ...]
     store = MemoryStore(path)
     store.add_many([Entry(id=i, content=c, links=links) for i, c, _, links in spec])
     for i, _, v, _ in spec:
-        store.set_embedding(i, v, ENC_ID)
+        store.set_embedding(i, v, ENC_ID, exact=True)  # the thresholds are tested to the last float32 bit
     return store
 
 

@@ -514,6 +514,8 @@ def test_embeddings_are_stored_as_int8_with_a_scale_and_read_back_within_half_a_
     tmp_store.set_embedding("a", v, "m")
     ids, matrix = tmp_store.embeddings()
     assert ids == ["a"] and matrix.tobytes() == back.tobytes()
+    tmp_store.set_embedding("a", v, "m", exact=True)  # float32 as given, every bit
+    assert tmp_store.embeddings()[1].tobytes() == v.tobytes()
 
 
 def test_float32_embeddings_of_older_stores_are_read_as_they_are(tmp_store):

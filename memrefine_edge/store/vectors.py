@@ -130,11 +130,15 @@ class VectorsMixin:
         """
         return decode_embedding(encode_embedding(vector))
 
-    def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str) -> None:
-        """Store one entry's embedding (compact: int8 with a scale, see the module docstring)."""
+    def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str, *, exact: bool = False) -> None:
+        """Store one entry's embedding (compact: int8 with a scale, see the module docstring).
+
+        ``exact=True`` stores the float32 vector as given (4 bytes a dimension), for
+        vectors whose every bit matters (hand-made ones at a threshold, say).
+        """
         if not is_lookup_key(entry_id):
             raise EntryNotFoundError.for_id(entry_id)
-        blob = encode_embedding(vector)
+        blob = np.asarray(vector, dtype=np.float32).tobytes() if exact else encode_embedding(vector)
         with self.atomic():
             cur = self._db.conn.execute(
                 "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash WHERE id = ?",
