@@ -147,7 +147,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
             raise SchemaError(f"{self.path} is not a usable SQLite database: {exc}") from exc
         self._lock = threading.RLock()
         self._version = 0
-        self._search_cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None
+        self._search_cache: tuple[tuple[Any, ...], list[str], np.ndarray] | None = None
         self._in_tx = False
         self._depth = 0
         try:

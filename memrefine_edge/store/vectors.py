@@ -70,7 +70,7 @@ class VectorsMixin:
         _db: Any
         read_only: bool
         _version: int
-        _search_cache: tuple[tuple[int, int], list[str], np.ndarray] | None
+        _search_cache: tuple[tuple[Any, ...], list[str], np.ndarray] | None
 
         def atomic(self) -> AbstractContextManager[None]: ...
         def _read_snapshot(self) -> AbstractContextManager[None]: ...
@@ -192,18 +192,23 @@ class VectorsMixin:
         """
         if k < 1:
             raise ValueError("k must be at least 1")
-        if not self.read_only:
-            self.ensure_embeddings(encoder)
-        with self._read_snapshot():
+        def version() -> tuple[Any, ...]:
             # Another connection (a compression in another process) may have
             # committed since the cache was built: data_version says so.
-            version = (self._version, self._db.conn.execute("PRAGMA data_version").fetchone()[0])
+            return (self._version, self._db.conn.execute("PRAGMA data_version").fetchone()[0], encoder.model_id)
+
+        cache = self._search_cache
+        if not self.read_only and (cache is None or cache[0] != version()):
+            # Only when something changed: the check reads every entry row (O(n)).
+            self.ensure_embeddings(encoder)
+        with self._read_snapshot():
+            now = version()
             cache = self._search_cache
-            if cache is None or cache[0] != version:
+            if cache is None or cache[0] != now:
                 ids, matrix = self.embeddings(model_id=encoder.model_id)
                 if self.read_only:
                     ids, matrix = self._with_missing(encoder, ids, matrix)
-                cache = self._search_cache = (version, ids, matrix)
+                cache = self._search_cache = (now, ids, matrix)
             _, ids, matrix = cache
             if not ids:
                 return []
@@ -211,7 +216,11 @@ class VectorsMixin:
             # numpy's single-threaded loop: BLAS sgemv's threads stall on shared cores.
             scores = np.einsum("ij,j->i", matrix, np.asarray(q, dtype=np.float32))
             k = min(k, len(ids))
-            # A stable sort of all scores: ties resolve by insertion order even at
-            # the k-th place (argpartition picks an arbitrary tied element there).
-            top = np.argsort(-scores, kind="stable")[:k]
+            # Every score at or above the k-th (ties at the k-th place included), then a
+            # stable sort of those: the same top-k as a stable sort of all, ties by
+            # insertion order, without sorting n scores.
+            neg = -scores
+            kth = np.partition(neg, k - 1)[k - 1]
+            cand = np.flatnonzero(neg <= kth)
+            top = cand[np.argsort(neg[cand], kind="stable")][:k]
             return [(self.get(ids[i]), float(scores[i])) for i in top]
