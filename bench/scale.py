@@ -237,7 +237,13 @@ def agreement(store, encoder, queries: list[str], *, pairs: int = 2_000) -> dict
         top1.append(float(t32[0] == t8[0]))
     m = min(2000, len(ids) - 1)
     err = np.abs(np.einsum("ij,ij->i", f32[:m], f32[1 : m + 1]) - np.einsum("ij,ij->i", q8[:m], q8[1 : m + 1]))
-    return {"n": len(ids), "pairs": len(a), "pair_set_overlap": round(len(common) / max(1, len(a)), 4),
+    # Ties: pairs within the quantisation error of each other may swap. Rank by rank, how far is the
+    # float32 cosine of the pair int8 puts there from the float32 cosine of float32's own pair there?
+    exact = {p: float(f32[ids.index(p[0])] @ f32[ids.index(p[1])]) for p in set(a) | set(b)} if len(ids) <= 20_000 \
+        else {}
+    gap = max((abs(exact[p] - exact[q]) for p, q in zip(a, b, strict=False)), default=0.0) if exact else None
+    return {"n": len(ids), "pairs": len(a), "pair_rank_score_gap_max": gap,
+            "pair_set_overlap": round(len(common) / max(1, len(a)), 4),
             "pair_rank_spearman": round(spearman, 5) if spearman is not None else None,
             "pair_first_difference_at": first_diff, "search_top10_overlap": round(float(np.mean(top10)), 4),
             "search_top1_agreement": round(float(np.mean(top1)), 4),
@@ -299,7 +305,7 @@ def child(spec: dict) -> dict:
 
         comp = Compressor(store, encoder=encoder, method=parts.method, merger=parts.merger, progress=progress)
         t0 = time.perf_counter()
-        report = comp.run(budget=0.5, max_decisions=3 * n)
+        report = comp.run(budget=0.5, max_decisions=spec.get("max_decisions") or 3 * n)
         run_s = time.perf_counter() - t0
         rss["after compression"] = round(_rss_mb(), 1)
         rss["hwm after compression"] = round(_hwm_mb(), 1)
@@ -348,8 +354,9 @@ def child(spec: dict) -> dict:
         size = store.json_bytes()
         up.high_bytes, up.low_bytes = size, int(size * 0.99)
         t = time.perf_counter()
-        store.add(entry({k: v for k, v in extra[360].items() if k != "link"}))
-        out["add_crossing_ms"] = round(1000 * (time.perf_counter() - t), 1)
+        if not spec.get("no_crossing"):
+            store.add(entry({k: v for k, v in extra[360].items() if k != "link"}))
+        out["add_crossing_ms"] = round(1000 * (time.perf_counter() - t), 1) if not spec.get("no_crossing") else None
         out["add_crossing_pass"] = ({"decisions": up.reports[-1].decisions, "seconds": up.reports[-1].seconds}
                                     if up.reports else None)
         rss["end"] = round(_rss_mb(), 1)
@@ -428,10 +435,14 @@ def _verdicts(rows: list[dict]) -> dict:
     out: dict = {}
     if big:
         out["engine_ms_median_100k <= 2"] = big["engine_ms_median"] <= 2.0
-        out["loop_s_100k <= 120"] = big["loop_s"] <= 120.0
+        # A capped run did not reach 50%: its loop time is not the time to 50%.
+        out["loop_s_100k <= 120"] = None if big.get("capped") else big["loop_s"] <= 120.0
         out["search_ms_100k <= 20"] = big["search_ms_median"] <= 20.0
         if small:
             out["engine_median_100k <= 2x 1k"] = big["engine_ms_median"] <= 2 * small["engine_ms_median"]
+    for r in by.values():
+        if r.get("capped"):
+            out[f"n={r['n']}: capped at {r['decisions']} decisions, ratio {r['ratio']} (not a time to 50%)"] = None
     if by:
         out["peak_rss <= 350 MB (every size)"] = all(r["peak_rss_mb"] <= 350.0 for r in by.values())
         out["add p99 <= 5 ms (every size)"] = all(r["add_ms_p99"] <= 5.0 for r in by.values())
@@ -444,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder", choices=("onnx", "hash"), default="onnx")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--max-decisions", type=int, default=None,
+                    help="cap per run (default 3 n); a capped run reports per-decision cost, not time to 50%%")
+    ap.add_argument("--no-crossing", action="store_true", help="skip the add that triggers an upkeep pass")
     ap.add_argument("--child")
     args = ap.parse_args(argv)
     if args.child:
@@ -454,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     load_start = [round(x, 2) for x in os.getloadavg()]
-    rows = [run_child({"n": int(n), "encoder": args.encoder, "seed": args.seed, "agreement": int(n) == 10_000})
+    rows = [run_child({"n": int(n), "encoder": args.encoder, "seed": args.seed, "agreement": int(n) == 10_000,
+                       "max_decisions": args.max_decisions, "no_crossing": args.no_crossing})
             for n in args.sizes.split(",")]
     result = {"machine": _machine(), "encoder": args.encoder, "seed": args.seed, "load_start": load_start,
               "load_end": [round(x, 2) for x in os.getloadavg()], "targets": TARGETS, "sizes": rows,
