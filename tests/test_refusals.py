@@ -138,7 +138,8 @@ from memrefine_edge.testing import HashEncoder
 with MemoryStore({str(db)!r}, create=False) as store:
     for step, action in (("add", lambda: store.add_many(Entry(id=f"x{{i}}", content="word " * 300)
                                                         for i in range(400))),
-                         ("embed", lambda: store.ensure_embeddings(HashEncoder(), batch_size=1000)),
+                         # dim 1536: as many bytes a vector (int8) as 384 float32 dimensions were
+                         ("embed", lambda: store.ensure_embeddings(HashEncoder(dim=1536), batch_size=1000)),
                          ("vacuum", store.vacuum)):
         try:
             action()
