@@ -109,9 +109,9 @@ def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = No
     if metric == "disk":
         # Embeddings are part of the disk size; a ratio is of the store as
         # it will be compressed, with every entry embedded.
-        current += (len(store) - store.stats().embedded) * dim * 4
+        current += (len(store) - store.stats().embedded) * (dim + 8)  # stored int8 + tag + scale
     target = int(current * budget) if budget is not None else int(budget_bytes)  # type: ignore[arg-type]
-    floor = store.min_entry_json_bytes() if metric == "json" else store.min_disk_bytes(embedding_bytes=dim * 4)
+    floor = store.min_entry_json_bytes() if metric == "json" else store.min_disk_bytes(embedding_bytes=dim + 8)
     if len(store) and target < floor:
         raise BudgetError(
             f"budget of {target:,} bytes ({metric}) is below what is possible: the smallest "
