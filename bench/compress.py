@@ -91,7 +91,7 @@ def _rss_mb() -> float:
 
 
 def _timed_size(store, clock: Counter) -> None:
-    """Wrap ``store.size`` (and the journal's apply_*) on the instances so every size check is timed.
+    """Wrap ``store.size``, ``store.running_size`` and the journal's apply_* on the instances: each size check is timed.
 
     ``size_in_apply`` is the part spent inside journal writes (already inside
     the report's ``apply`` stage); the rest is the loop's own budget check.
@@ -111,6 +111,21 @@ def _timed_size(store, clock: Counter) -> None:
                 clock["size_in_apply"] += dt
 
     store.size = size
+    # The loop reads the running totals (running_size); time those calls too.
+    inner_running = store.running_size
+
+    def running_size(*a, **kw) -> int:
+        t = time.perf_counter()
+        try:
+            return inner_running(*a, **kw)
+        finally:
+            dt = time.perf_counter() - t
+            clock["size"] += dt
+            clock["size_calls"] += 1
+            if state["in_apply"]:
+                clock["size_in_apply"] += dt
+
+    store.running_size = running_size
     journal = store.journal
     for name in ("apply", "apply_evict"):
         fn = getattr(journal, name)
