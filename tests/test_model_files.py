@@ -208,13 +208,3 @@ def test_committed_manifest_keeps_the_qwen_models_on_request(monkeypatch, tmp_pa
         selected = {s.spec.name for s in models.fetch_models(include_optional=optional, dest=tmp_path,
                                                              download=_fake_pip([], b""))}
         assert selected and not selected & {"qwen-0.5b", "qwen-1.5b"}
-
-
-@pytest.mark.models
-def test_fetched_qwen_files_pass_a_full_rehash():
-    statuses = {s.spec.name: s for s in models.check_models()}
-    present = [n for n in ("qwen-0.5b", "qwen-1.5b") if n in statuses]
-    if not present:
-        pytest.skip("no Qwen GGUF fetched: `memrefine models fetch --name qwen-0.5b`")
-    for name in present:
-        assert statuses[name].ok, statuses[name]
