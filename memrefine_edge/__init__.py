@@ -3,8 +3,9 @@
 Embed every entry, repeatedly take the most cosine-similar pair not yet
 judged, and let a judge decide delete / merge / preserve on factual content,
 until the store fits the budget or no candidate is left (MemRefine). Runs on
-the device: an int8 MiniLM ONNX encoder, a local GGUF judge through
-llama.cpp, a SQLite store.
+the device: an int8 MiniLM ONNX encoder, a learned redundancy scorer behind
+hard fact checks as the judge (a local GGUF judge through llama.cpp is
+optional), a SQLite store.
 
 Names are imported lazily, so ``import memrefine_edge`` stays fast and loads
 no model runtime::
@@ -30,6 +31,8 @@ _EXPORTS = {
     "LlamaJudge": "judge",
     "GuardedJudge": "judge",
     "FactJudge": "judge",
+    "ScorerJudge": "judge",
+    "RedundancyScorer": "scorer",
     "default_judge": "judge",
     "Merger": "merger",
     "MergedEntry": "merger",
