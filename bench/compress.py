@@ -57,6 +57,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _proc import status_mb  # noqa: E402  (bench/ is the script's folder, first on sys.path)
+
 __all__ = ["main"]
 
 RESULTS = Path(__file__).resolve().parent / "results" / "compress.json"
@@ -78,10 +80,7 @@ TARGET_RSS_MB = 350.0
 
 
 def _hwm_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return status_mb("VmHWM")
 
 
 def _rss_mb() -> float:
@@ -96,36 +95,25 @@ def _timed_size(store, clock: Counter) -> None:
     ``size_in_apply`` is the part spent inside journal writes (already inside
     the report's ``apply`` stage); the rest is the loop's own budget check.
     """
-    inner = store.size
     state = {"in_apply": False}
 
-    def size(metric: str = "json") -> int:
-        t = time.perf_counter()
-        try:
-            return inner(metric)
-        finally:
-            dt = time.perf_counter() - t
-            clock["size"] += dt
-            clock["size_calls"] += 1
-            if state["in_apply"]:
-                clock["size_in_apply"] += dt
+    def timed(inner):
+        def size(*a, **kw) -> int:
+            t = time.perf_counter()
+            try:
+                return inner(*a, **kw)
+            finally:
+                dt = time.perf_counter() - t
+                clock["size"] += dt
+                clock["size_calls"] += 1
+                if state["in_apply"]:
+                    clock["size_in_apply"] += dt
 
-    store.size = size
-    # The loop reads the running totals (running_size); time those calls too.
-    inner_running = store.running_size
+        return size
 
-    def running_size(*a, **kw) -> int:
-        t = time.perf_counter()
-        try:
-            return inner_running(*a, **kw)
-        finally:
-            dt = time.perf_counter() - t
-            clock["size"] += dt
-            clock["size_calls"] += 1
-            if state["in_apply"]:
-                clock["size_in_apply"] += dt
-
-    store.running_size = running_size
+    # The loop reads the running totals (running_size); full measurements go through size.
+    store.size = timed(store.size)
+    store.running_size = timed(store.running_size)
     journal = store.journal
     for name in ("apply", "apply_evict"):
         fn = getattr(journal, name)

@@ -58,6 +58,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _proc import status_mb  # noqa: E402  (bench/ is the script's folder, first on sys.path)
+
 __all__ = ["main", "synthetic_memories"]
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.json"
@@ -140,17 +142,11 @@ def synthetic_memories(n: int, *, seed: int = 0, dup: float = 0.25, para: float 
 
 
 def _hwm_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return status_mb("VmHWM")
 
 
 def _rss_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return status_mb("VmRSS")
 
 
 def _pct(values: list[float], q: float) -> float | None:
