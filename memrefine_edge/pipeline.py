@@ -31,8 +31,8 @@ class PipelineConfig:
     ``judge_model``: ``None``/``"none"`` for the default learned redundancy
     scorer (no language model), ``"fact"`` for the word-coverage fact judge,
     ``"bundled"`` for the bundled GGUF, or a GGUF path
-    (:func:`memrefine_edge.judge.default_judge`). ``merge_model``: a GGUF for merges, or
-    ``None`` for the deterministic, fact-keeping merge. ``threads``: CPU
+    (:func:`memrefine_edge.judge.default_judge`). ``merge_model``: a GGUF for merges
+    (``"bundled"``: the bundled one), or ``None`` for the deterministic, fact-keeping merge. ``threads``: CPU
     threads for the models (None: encoder ``min(2, cores)``, LLM 1).
     ``tau``/``protect`` go to the rule methods, ``merge_min_similarity`` to
     the memrefine judge; giving one to a method that has no use for it is an
@@ -97,7 +97,8 @@ class Backends:
         # deterministic one (both entries' fact sentences, filler dropped).
         if not config.merge_model:
             return GuardedMerger(None)
-        return GuardedMerger(LlamaMerger(config.merge_model, n_threads=config.threads or 1))
+        path = None if config.merge_model == "bundled" else config.merge_model
+        return GuardedMerger(LlamaMerger(path, n_threads=config.threads or 1))
 
     def method(self, config: PipelineConfig) -> "Method":
         """The compression method named by ``config.method``."""

@@ -39,3 +39,12 @@ def test_fake_backends_return_what_they_are_given():
     enc = HashEncoder(dim=16)
     parts = build(PipelineConfig(method="rulesim"), backends=FakeBackends(encoder=enc))
     assert parts.encoder is enc and parts.method.name == "rulesim"
+
+
+def test_real_backends_take_the_bundled_gguf_by_name_for_merges():
+    from memrefine_edge.merger import GuardedMerger, LlamaMerger
+
+    merger = Backends().merger(PipelineConfig(merge_model="bundled"))
+    assert isinstance(merger, GuardedMerger) and isinstance(merger.inner, LlamaMerger)
+    assert merger.inner.model_path is None  # the bundled file; nothing is loaded here
+    assert Backends().merger(PipelineConfig()).inner is None  # the deterministic merge

@@ -193,7 +193,8 @@ _compress_options = [
                  help="memrefine: merge only at or above this cosine [default: the scorer's own decision; 0.5 "
                       "for 'fact' and GGUF judges, which merge distinct-fact pairs at or above it]."),
     click.option("--merge-model", type=click.Path(dir_okay=False), default=None,
-                 help="GGUF for merges [default: no LLM; a deterministic merge that keeps both entries' facts]."),
+                 help="GGUF for merges, or 'bundled' [default: no LLM; a deterministic merge that keeps both "
+                      "entries' facts]."),
     click.option("--encoder-model", type=click.Path(dir_okay=False), default=None, help="ONNX encoder file."),
     click.option("--threads", type=click.IntRange(1, 64), default=None,
                  help="CPU threads for the models [default: encoder min(2, cores), LLM 1]."),

@@ -465,7 +465,11 @@ def _default_factory(name: str, config: EvalConfig, *, encoder: "Encoder") -> "t
     """The method and merger of one compression, from the pipeline (fresh state each time)."""
     from ..pipeline import PipelineConfig, build
 
-    merge_model = config.judge_model if config.merger == "llm" else None
+    merge_model = None
+    if config.merger == "llm":
+        # Merges written by the judge's GGUF; a judge without one (the scorer, the fact judge) uses the bundled GGUF.
+        named = config.judge_model is None or config.judge_model in ("none", "scorer", "fact", "bundled")
+        merge_model = "bundled" if named else config.judge_model
     pipe = PipelineConfig(method=name, judge_model=config.judge_model, merge_model=merge_model,
                           threads=config.threads,
                           merge_min_similarity=config.merge_min_similarity if name == "memrefine" else None)
