@@ -329,16 +329,14 @@ class ScorerJudge(Judge):
     def __init__(self, *, scorer: Any = None, weights_path: str | os.PathLike[str] | None = None,
                  min_delete_probability: float | None = None, min_merge_probability: float | None = None,
                  merge_min_similarity: float | None = None) -> None:
-        self._scorer = scorer
-        if min_merge_probability is not None:
-            _check_unit("min_merge_probability", min_merge_probability, 0.0)
-        self._min_merge = min_merge_probability
+        self._scorer = scorer  # built from weights_path (or the packaged weights) on first use
+        self._weights_path = weights_path
+        self._min_delete = (None if min_delete_probability is None
+                            else _check_unit("min_delete_probability", min_delete_probability, 0.0))
+        self._min_merge = (None if min_merge_probability is None
+                           else _check_unit("min_merge_probability", min_merge_probability, 0.0))
         self.merge_min_similarity = (None if merge_min_similarity is None
                                      else _check_unit("merge_min_similarity", merge_min_similarity, -1.0))
-        self._weights_path = weights_path
-        if min_delete_probability is not None:
-            _check_unit("min_delete_probability", min_delete_probability, 0.0)
-        self._min_delete = min_delete_probability
 
     @property
     def min_delete_probability(self) -> float:

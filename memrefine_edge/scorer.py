@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ConfigurationError
 from .facts import Facts, extract, fact_sentences, is_filler, normalise, stem, strip_speaker
 
 __all__ = ["CLASSES", "FEATURES", "RedundancyScorer", "Scores", "pair_features", "swap_index"]
@@ -190,28 +191,41 @@ class RedundancyScorer:
     ``weights`` is the parsed weights file (``{"features", "classes", "mean",
     "scale", "coef", "intercept", ...}``); by default the packaged one. The
     file names its features, and loading refuses a file made for other
-    features, so weights never silently misalign with the code.
+    features, so weights never silently misalign with the code: a missing,
+    unreadable or mismatched file is a
+    :class:`~memrefine_edge.errors.ConfigurationError`.
     """
 
     def __init__(self, *, weights: dict[str, Any] | None = None,
                  path: str | os.PathLike[str] | None = None) -> None:
         if weights is None:
-            if path is not None:
-                weights = json.loads(Path(path).read_text(encoding="utf-8"))
-            else:
-                packaged = resources.files(__package__).joinpath("data", WEIGHTS_FILE)
-                weights = json.loads(packaged.read_text(encoding="utf-8"))
-        assert weights is not None
+            try:
+                if path is not None:
+                    weights = json.loads(Path(path).read_text(encoding="utf-8"))
+                else:
+                    packaged = resources.files(__package__).joinpath("data", WEIGHTS_FILE)
+                    weights = json.loads(packaged.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ConfigurationError(f"cannot read scorer weights {path or WEIGHTS_FILE}: {exc}") from exc
+        if not isinstance(weights, dict):
+            raise ConfigurationError("scorer weights must be a JSON object")
         if tuple(weights.get("features", ())) != FEATURES or tuple(weights.get("classes", ())) != CLASSES:
-            raise ValueError("scorer weights were trained for other features or classes; retrain them with "
-                             "bench/judge_labels/train_scorer.py")
+            raise ConfigurationError("scorer weights were trained for other features or classes; retrain them with "
+                                     "bench/judge_labels/train_scorer.py")
         self.meta = {k: v for k, v in weights.items() if k not in ("mean", "scale", "coef", "intercept")}
-        self.mean = np.asarray(weights["mean"], dtype=np.float64)
-        self.scale = np.asarray(weights["scale"], dtype=np.float64)
-        self.coef = np.asarray(weights["coef"], dtype=np.float64)          # (classes, features)
-        self.intercept = np.asarray(weights["intercept"], dtype=np.float64)  # (classes,)
-        if self.coef.shape != (len(CLASSES), len(FEATURES)) or self.intercept.shape != (len(CLASSES),):
-            raise ValueError(f"scorer weights have shape {self.coef.shape}, expected {(len(CLASSES), len(FEATURES))}")
+        try:
+            self.mean = np.asarray(weights["mean"], dtype=np.float64)
+            self.scale = np.asarray(weights["scale"], dtype=np.float64)
+            self.coef = np.asarray(weights["coef"], dtype=np.float64)          # (classes, features)
+            self.intercept = np.asarray(weights["intercept"], dtype=np.float64)  # (classes,)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigurationError(f"scorer weights are incomplete or not numbers: {exc!r}") from exc
+        f = len(FEATURES)
+        if (self.coef.shape != (len(CLASSES), f) or self.intercept.shape != (len(CLASSES),)
+                or self.mean.shape != (f,) or self.scale.shape != (f,) or not np.all(self.scale > 0)):
+            raise ConfigurationError(f"scorer weights have shapes coef {self.coef.shape}, mean {self.mean.shape}, "
+                                     f"scale {self.scale.shape}; expected {(len(CLASSES), f)}, ({f},), ({f},) "
+                                     "with positive scales")
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Class probabilities for a ``(n, features)`` (or one ``(features,)``) array."""

@@ -53,17 +53,28 @@ def test_packaged_weights_give_symmetric_calibrated_probabilities():
         assert ab.merge == pytest.approx(ba.merge, abs=0.05)
 
 
-def test_weights_for_other_features_are_refused(tmp_path):
+def test_bad_weights_are_a_configuration_error(tmp_path):
+    from memrefine_edge.errors import ConfigurationError
+
     w = _weights("preserve")
     w["features"] = w["features"][:-1]
     path = tmp_path / "w.json"
     path.write_text(json.dumps(w))
-    with pytest.raises(ValueError, match="other features"):
+    with pytest.raises(ConfigurationError, match="other features"):
         RedundancyScorer(path=path)
     w = _weights("preserve")
     w["coef"] = w["coef"][:2]
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ConfigurationError, match="shapes"):
         RedundancyScorer(weights=w)
+    w = _weights("preserve")
+    del w["mean"]
+    with pytest.raises(ConfigurationError, match="incomplete"):
+        RedundancyScorer(weights=w)
+    with pytest.raises(ConfigurationError, match="cannot read"):
+        RedundancyScorer(path=tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ConfigurationError, match="cannot read"):
+        ScorerJudge(weights_path=tmp_path / "bad.json").load()  # load() fails before a run starts
 
 
 def test_scorer_judge_never_deletes_a_strict_fact():
