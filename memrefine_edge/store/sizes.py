@@ -21,21 +21,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..entry import Entry, json_size
-from .schema import MIGRATIONS, split_sql
+from .schema import MIGRATIONS, entry_row_bytes, link_row_bytes, split_sql
 
 __all__ = ["METRICS", "StoreStats", "SizesMixin"]
 
 METRICS = ("json", "disk")
 _MEMORY_TABLES = ("entries", "links", "links_dst", "sqlite_autoindex_entries_1", "entries_json_bytes")
 _HISTORY_TABLES = ("history", "sqlite_autoindex_history_1", "history_links", "history_links_step")
-#: The running disk estimate of one entry row and one link row (as in migration 0005).
-_ROW_ESTIMATE = (
-    "2 * LENGTH(CAST(id AS BLOB)) + LENGTH(CAST(content AS BLOB)) + LENGTH(CAST(keywords AS BLOB))"
-    " + LENGTH(CAST(timestamps AS BLOB)) + LENGTH(CAST(metadata AS BLOB)) + LENGTH(CAST(provenance AS BLOB))"
-    " + LENGTH(content_hash) + COALESCE(LENGTH(embedding), 0) + COALESCE(LENGTH(CAST(embedding_model AS BLOB)), 0)"
-    " + COALESCE(LENGTH(embedded_hash), 0) + 40"
-)
-_LINK_ESTIMATE = "2 * (LENGTH(CAST(src AS BLOB)) + LENGTH(CAST(dst AS BLOB))) + 12"
+#: The running disk estimate of one entry row and one link row (the definition migration 0005's triggers use).
+_ROW_ESTIMATE = entry_row_bytes()
+_LINK_ESTIMATE = link_row_bytes()
 
 
 @dataclass(frozen=True)
