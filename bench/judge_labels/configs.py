@@ -36,6 +36,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
+from pairs import auc, outcome  # noqa: E402
 from train_scorer import load  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
@@ -53,28 +54,14 @@ def _action(d: Any) -> str:
     return f"delete_{d.target}" if d.action == "delete" else d.action
 
 
-def _auc(scores: list[float], positive: list[bool]) -> float | None:
-    pos = [s for s, p in zip(scores, positive, strict=True) if p]
-    neg = [s for s, p in zip(scores, positive, strict=True) if not p]
-    if not pos or not neg:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return round(wins / (len(pos) * len(neg)), 4)
-
-
 def metrics(acts: dict[str, str], rows: list[dict], score: dict[str, float] | None = None) -> dict[str, Any]:
     """Ideal accuracy, acceptable rate, fact-losing rate, and the AUC of ``score`` for 'ideal is a delete'."""
-    hits = ok = losing = 0
-    for r in rows:
-        act, ideal = acts[r["id"]], r["ideal"]
-        hits += act == ideal or (ideal == "delete_any" and act.startswith("delete"))
-        ok += act in r["acceptable"] or (act.startswith("delete") and "delete_any" in r["acceptable"])
-        losing += act in r["fact_losing"]
+    hits, ok, losing = (sum(flags) for flags in zip(*(outcome(acts[r["id"]], r) for r in rows), strict=True))
     n = len(rows)
     out: dict[str, Any] = {"pairs": n, "ideal_accuracy": round(hits / n, 4), "acceptable_rate": round(ok / n, 4),
                            "fact_losing_rate": round(losing / n, 4)}
     if score is not None:
-        out["auc_delete"] = _auc([score[r["id"]] for r in rows], [r["ideal"].startswith("delete") for r in rows])
+        out["auc_delete"] = auc([score[r["id"]] for r in rows], [r["ideal"].startswith("delete") for r in rows])
     return out
 
 

@@ -40,7 +40,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from pairs import PAIRS, resolve  # noqa: E402
+from pairs import PAIRS, auc, outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
@@ -161,15 +161,6 @@ def score(model: str, split: str, limit: int | None, every: int, n_threads: int,
 # --- the table --------------------------------------------------------------------------------------------
 
 
-def _auc(scores: list[float], positive: list[bool]) -> float | None:
-    pos = [s for s, y in zip(scores, positive, strict=True) if y]
-    neg = [s for s, y in zip(scores, positive, strict=True) if not y]
-    if not pos or not neg:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return round(wins / (len(pos) * len(neg)), 4)
-
-
 def _decide(b_adds: float, a_adds: float, thr: float, len_a: int, len_b: int) -> str:
     """The LLM-alone rule: neither adds -> delete the shorter; only b adds -> delete_a; only a -> delete_b."""
     ba, aa = b_adds >= thr, a_adds >= thr
@@ -188,10 +179,10 @@ def _rule_metrics(rows: list[dict[str, Any]], labels: dict[str, dict[str, Any]],
     for r in rows:
         lab = labels[r["id"]]
         action = _decide(r["p_yes_ab"], r["p_yes_ba"], thr, *lengths[r["id"]])
-        ideal = lab["ideal"]
-        hits += action == ideal or (ideal == "delete_any" and action.startswith("delete"))
-        ok += action in lab["acceptable"] or (action.startswith("delete") and "delete_any" in lab["acceptable"])
-        losing += action in lab["fact_losing"] or (action.startswith("delete") and "delete_any" in lab["fact_losing"])
+        hit, acceptable, lost = outcome(action, lab)
+        hits += hit
+        ok += acceptable
+        losing += lost
     n = max(1, len(rows))
     return {"threshold": round(thr, 3), "accuracy": round(hits / n, 4), "acceptable": round(ok / n, 4),
             "fact_losing": round(losing / n, 4), "n": len(rows)}
@@ -256,9 +247,9 @@ def _auc_within_kind(scores: dict[str, float], target: dict[str, bool], ids: lis
     total, weight = 0.0, 0
     for k in KINDS:
         sub = [i for i in ids if kind[i] == k]
-        auc = _auc([scores[i] for i in sub], [target[i] for i in sub])
-        if auc is not None:
-            total, weight = total + auc * len(sub), weight + len(sub)
+        area = auc([scores[i] for i in sub], [target[i] for i in sub])
+        if area is not None:
+            total, weight = total + area * len(sub), weight + len(sub)
     return round(total / weight, 4) if weight else None
 
 
@@ -286,8 +277,8 @@ def table(commands: list[str]) -> None:
     for split in ("test", "tune"):
         ids = sorted(i for i in labels if labels[i]["split"] == split)
         s: dict[str, Any] = {"n": len(ids),
-                             "cosine": {"auc_delete": _auc([sim[i] for i in ids], [is_del[i] for i in ids]),
-                                        "auc_preserve": _auc([-sim[i] for i in ids], [is_pre[i] for i in ids]),
+                             "cosine": {"auc_delete": auc([sim[i] for i in ids], [is_del[i] for i in ids]),
+                                        "auc_preserve": auc([-sim[i] for i in ids], [is_pre[i] for i in ids]),
                                         "auc_delete_within_kind": _auc_within_kind(sim, is_del, ids, kind),
                                         "auc_preserve_within_kind": _auc_within_kind(
                                             {i: -sim[i] for i in ids}, is_pre, ids, kind)},
@@ -299,12 +290,12 @@ def table(commands: list[str]) -> None:
     for target, lab in (("delete", is_del), ("preserve", is_pre)):
         w, mu, sd = _logit_fit(np.array([[sim[i]] for i in tune_ids]), np.array([lab[i] for i in tune_ids], float))
         pred = _logit_apply(w, mu, sd, np.array([[sim[i]] for i in test_ids]))
-        result["splits"]["test"]["cosine"][f"logistic_auc_{target}"] = _auc(list(pred), [lab[i] for i in test_ids])
+        result["splits"]["test"]["cosine"][f"logistic_auc_{target}"] = auc(list(pred), [lab[i] for i in test_ids])
     for target, lab in (("delete", is_del), ("preserve", is_pre)):
         w, mu, sd = _logit_fit(np.array([text_x[i] for i in tune_ids]), np.array([lab[i] for i in tune_ids], float))
         pred = _logit_apply(w, mu, sd, np.array([text_x[i] for i in test_ids]))
         result["splits"]["test"]["text_features"] = result["splits"]["test"].get("text_features", {})
-        result["splits"]["test"]["text_features"][f"logistic_auc_{target}"] = _auc(list(pred),
+        result["splits"]["test"]["text_features"][f"logistic_auc_{target}"] = auc(list(pred),
                                                                                  [lab[i] for i in test_ids])
     for model in MODELS:
         path = OUT / f"{model}.jsonl"
@@ -335,14 +326,14 @@ def table(commands: list[str]) -> None:
                     cand["max_adds"] = {i: max(rows[i]["p_yes_ab"], rows[i]["p_yes_ba"]) for i in ids}
                 # a delete is likely when little is added (low P(adds)), or when the model says "same"
                 sign = 1.0 if form == "same" else -1.0
-                m["auc_delete"] = {k: _auc([sign * v[i] for i in ids], [is_del[i] for i in ids])
+                m["auc_delete"] = {k: auc([sign * v[i] for i in ids], [is_del[i] for i in ids])
                                    for k, v in cand.items()}
-                m["auc_preserve"] = {k: _auc([-sign * v[i] for i in ids], [is_pre[i] for i in ids])
+                m["auc_preserve"] = {k: auc([-sign * v[i] for i in ids], [is_pre[i] for i in ids])
                                      for k, v in cand.items()}
                 m["cosine_same_pairs"] = {
-                    "auc_delete": _auc([sim[i] for i in ids], [is_del[i] for i in ids]),
+                    "auc_delete": auc([sim[i] for i in ids], [is_del[i] for i in ids]),
                     "auc_delete_within_kind": _auc_within_kind(sim, is_del, ids, kind),
-                    "auc_preserve": _auc([-sim[i] for i in ids], [is_pre[i] for i in ids]),
+                    "auc_preserve": auc([-sim[i] for i in ids], [is_pre[i] for i in ids]),
                     "auc_preserve_within_kind": _auc_within_kind({i: -sim[i] for i in ids}, is_pre, ids, kind)}
                 m["auc_delete_within_kind"] = {k: _auc_within_kind({i: sign * v[i] for i in ids}, is_del, ids, kind)
                                                for k, v in cand.items()}
@@ -378,10 +369,10 @@ def table(commands: list[str]) -> None:
                     yte = [lab[i] for i in te]
                     added[target] = {
                         "n_tune": len(tr), "n_test": len(te),
-                        "text_only_auc": _auc(list(_logit_apply(wt0, mut0, sdt0, tte[:, :nt])), yte),
-                        "text_plus_llm_auc": _auc(list(_logit_apply(wt, mut, sdt, tte)), yte),
-                        "cosine_only_auc": _auc(list(_logit_apply(w0, mu0, sd0, xte[:, :1])), [lab[i] for i in te]),
-                        "cosine_plus_llm_auc": _auc(list(_logit_apply(w, mu, sd, xte)), [lab[i] for i in te]),
+                        "text_only_auc": auc(list(_logit_apply(wt0, mut0, sdt0, tte[:, :nt])), yte),
+                        "text_plus_llm_auc": auc(list(_logit_apply(wt, mut, sdt, tte)), yte),
+                        "cosine_only_auc": auc(list(_logit_apply(w0, mu0, sd0, xte[:, :1])), [lab[i] for i in te]),
+                        "cosine_plus_llm_auc": auc(list(_logit_apply(w, mu, sd, xte)), [lab[i] for i in te]),
                         "llm_weights_standardised": [round(float(v), 3) for v in w[2:]],
                         "cosine_weight_standardised": round(float(w[1]), 3)}
                 per_split["test"]["logistic_fitted_on_tune"] = added

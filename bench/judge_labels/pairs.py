@@ -57,6 +57,31 @@ def resolve(ref: str) -> str:
     return entries(kind, sample)[entry_id]
 
 
+def outcome(action: str, label: dict) -> tuple[bool, bool, bool]:
+    """Whether ``action`` (``delete_a``/``delete_b``/``merge``/``preserve``) is the label's ideal action, an
+    acceptable one and a fact-losing one; an ideal, acceptable or fact-losing ``delete_any`` counts for either
+    delete."""
+    def listed(actions: list[str]) -> bool:
+        return action in actions or (action.startswith("delete") and "delete_any" in actions)
+
+    ideal = label["ideal"]
+    return (action == ideal or (ideal == "delete_any" and action.startswith("delete")),
+            listed(label["acceptable"]), listed(label["fact_losing"]))
+
+
+def auc(scores: list[float], positive: list[bool]) -> float | None:
+    """Area under the ROC curve of ``scores`` for ``positive`` (ties count half), to 4 decimals.
+
+    None when one class is empty.
+    """
+    pos = [s for s, y in zip(scores, positive, strict=True) if y]
+    neg = [s for s, y in zip(scores, positive, strict=True) if not y]
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return round(wins / (len(pos) * len(neg)), 4)
+
+
 def draw() -> None:
     import numpy as np
 

@@ -21,17 +21,12 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from pairs import PAIRS, resolve  # noqa: E402
+from pairs import PAIRS, auc, outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.backends.encoder import OnnxEncoder  # noqa: E402
 from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
-from memrefine_edge.judge import FactJudge, GuardedJudge, ScorerJudge, default_judge  # noqa: E402
-
-
-def _auc(pos: list[float], neg: list[float]) -> float:
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / max(1, len(pos) * len(neg))
+from memrefine_edge.judge import default_judge  # noqa: E402
 
 
 def main() -> int:
@@ -47,12 +42,8 @@ def main() -> int:
     labels = [r for r in map(json.loads, (HERE / "labels.jsonl").read_text().splitlines())
               if args.split == "all" or r["split"] == args.split]
     encoder = OnnxEncoder()
-    judge: GuardedJudge
-    if args.judge == "fact":
-        judge = default_judge("none", merge_min_similarity=args.merge_min_similarity)
-        assert isinstance(judge.inner, FactJudge)
-    else:
-        judge = GuardedJudge(ScorerJudge(), min_word_cover=0.0, check_merges=False)
+    # The judge names are the product's own (``--judge-model scorer|fact``): the same pipelines compress uses.
+    judge = default_judge(args.judge, merge_min_similarity=args.merge_min_similarity)
 
     hits = ok = losing = 0
     by_ideal: Counter[str] = Counter()
@@ -65,18 +56,18 @@ def main() -> int:
         d = judge.judge(a, b, sim)
         action = f"delete_{d.target}" if d.action == "delete" else d.action
         ideal = lab["ideal"]
-        match = action == ideal or (ideal == "delete_any" and action.startswith("delete"))
-        acceptable = action in lab["acceptable"] or (action.startswith("delete") and "delete_any" in lab["acceptable"])
+        match, acceptable, lost = outcome(action, lab)
         hits += match
         ok += acceptable
-        losing += action in lab["fact_losing"]
+        losing += lost
         by_ideal[ideal] += 1
         confusion[(ideal, action)] += 1
         (redundant if ideal.startswith("delete") else distinct).append(sim)
     n = len(labels)
+    cosine_auc = auc(redundant + distinct, [True] * len(redundant) + [False] * len(distinct))
     out = {"split": args.split, "pairs": n, "judge": judge.describe(), "encoder": encoder.model_id,
            "ideal_accuracy": round(hits / n, 4), "acceptable_rate": round(ok / n, 4),
-           "fact_losing_rate": round(losing / n, 4), "cosine_auc_redundant_vs_not": round(_auc(redundant, distinct), 4),
+           "fact_losing_rate": round(losing / n, 4), "cosine_auc_redundant_vs_not": cosine_auc,
            "ideal_counts": dict(by_ideal), "confusion": {f"{i} -> {a}": c for (i, a), c in sorted(confusion.items())},
            "machine": machine_info(__version__), "command": "python bench/judge_labels/score.py"
            + f" --judge {args.judge} --split {args.split}"

@@ -26,7 +26,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from pairs import PAIRS, resolve  # noqa: E402
+from pairs import PAIRS, outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
@@ -118,9 +118,9 @@ def judge_action(scorer: RedundancyScorer, r: dict, min_delete: float | None = N
 def accuracy(actions: list[str], rows: list[dict]) -> tuple[float, float]:
     hits = losing = 0
     for act, r in zip(actions, rows, strict=True):
-        ideal = r["ideal"]
-        hits += act == ideal or (ideal == "delete_any" and act.startswith("delete"))
-        losing += act in r["fact_losing"]
+        hit, _acceptable, lost = outcome(act, r)
+        hits += hit
+        losing += lost
     return hits / len(rows), losing / len(rows)
 
 
