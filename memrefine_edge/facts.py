@@ -45,6 +45,7 @@ from .decision import Decision
 
 __all__ = [
     "Facts",
+    "coverage_keys",
     "extract",
     "is_filler",
     "normalise",
@@ -324,7 +325,8 @@ def is_filler(text: str) -> bool:
     return _extract_cached(text)[1]
 
 
-def _all_keys(f: Facts) -> set[str]:
+def coverage_keys(f: Facts) -> set[str]:
+    """Every key under which another text's facts count as carried by ``f``."""
     # A strict fact of one text may appear as an ordinary word in the other
     # ("Melanie" vs a lower-cased "melanie ..."), so coverage looks in both.
     return set(f.names) | set(f.numbers) | set(f.dates) | set(f.words) | {stem(n) for n in f.names}
@@ -339,7 +341,7 @@ def missing_facts(x: str | Facts, y: str | Facts, *, min_word_cover: float = 0.7
     """
     fx = extract(x) if isinstance(x, str) else x
     fy = extract(y) if isinstance(y, str) else y
-    have = _all_keys(fy)
+    have = coverage_keys(fy)
     out: list[str] = []
     for n in sorted(fx.names):
         if n not in have and stem(n) not in have:

@@ -37,7 +37,16 @@ from typing import Any
 import numpy as np
 
 from .errors import ConfigurationError
-from .facts import Facts, extract, fact_sentences, is_filler, normalise, stem, strip_speaker
+from .facts import (
+    Facts,
+    coverage_keys,
+    extract,
+    fact_sentences,
+    is_filler,
+    missing_facts,
+    normalise,
+    strip_speaker,
+)
 
 __all__ = ["CLASSES", "FEATURES", "RedundancyScorer", "Scores", "pair_features", "swap_index"]
 
@@ -79,10 +88,6 @@ def swap_index() -> tuple[np.ndarray, np.ndarray]:
 _TOK = re.compile(r"[a-z0-9']+")
 
 
-def _have(f: Facts) -> set[str]:
-    return set(f.names) | set(f.numbers) | set(f.dates) | set(f.words) | {stem(n) for n in f.names}
-
-
 _PHOTO = re.compile(r"\[shares? (a )?(photo|picture|image)", re.IGNORECASE)
 
 
@@ -119,20 +124,19 @@ def _jaccard(x: AbstractSet[Any], y: AbstractSet[Any]) -> float:
     return len(x & y) / len(x | y) if (x or y) else 1.0
 
 
-def _extra(fx: Facts, have_y: set[str], fy: Facts) -> tuple[int, int, int]:
-    names = sum(1 for n in fx.names if n not in have_y and stem(n) not in have_y)
-    nums = sum(1 for n in fx.numbers | fx.dates if n not in have_y)
-    neg = int(fx.negated and not fy.negated)
-    return names + nums + neg, names, nums
+def _extra(fx: Facts, fy: Facts) -> tuple[int, int, int]:
+    """Strict facts of ``fx`` that ``fy`` lacks: all of them, the names, the numbers and dates."""
+    lost = missing_facts(fx, fy, min_word_cover=0.0)  # 0.0: strict facts only, never content words
+    return len(lost), sum(k in fx.names for k in lost), sum(k in fx.numbers or k in fx.dates for k in lost)
 
 
 def pair_features(a: str, b: str, similarity: float) -> np.ndarray:
     """The ordered feature vector of the pair ``(a, b)`` (see :data:`FEATURES`)."""
     sa, sb = _side(a), _side(b)
     fa, fb, toks_a, toks_b = sa.facts, sb.facts, sa.tokens, sb.tokens
-    have_a, have_b = _have(fa), _have(fb)
-    ea, ea_names, ea_nums = _extra(fa, have_b, fb)
-    eb, eb_names, eb_nums = _extra(fb, have_a, fa)
+    have_a, have_b = coverage_keys(fa), coverage_keys(fb)
+    ea, ea_names, ea_nums = _extra(fa, fb)
+    eb, eb_names, eb_nums = _extra(fb, fa)
     cover_a = sum(w in have_b for w in fa.words) / len(fa.words) if fa.words else 1.0
     cover_b = sum(w in have_a for w in fb.words) / len(fb.words) if fb.words else 1.0
     same = fa.speaker is not None and fa.speaker == fb.speaker
