@@ -67,6 +67,8 @@ DEFAULT_MERGE_MIN_SIMILARITY = 0.5
 __all__ = [
     "DEFAULT_MERGE_MIN_SIMILARITY",
     "JUDGE_NAMES",
+    "MODEL_FREE_JUDGES",
+    "uses_gguf",
     "Decision",
     "default_judge",
     "Judge",
@@ -536,10 +538,18 @@ class GuardedJudge(Judge):
 
 #: ``judge_model`` values that name a judge instead of a GGUF file.
 JUDGE_NAMES = ("none", "scorer", "fact", "bundled")
+#: The names among them that load no model.
+MODEL_FREE_JUDGES = ("none", "scorer", "fact")
+
+
+def uses_gguf(judge_model: str | os.PathLike[str] | None) -> bool:
+    """True when ``judge_model`` (a :func:`default_judge` argument) is a GGUF judge: ``"bundled"`` or a path."""
+    return judge_model is not None and str(judge_model) not in MODEL_FREE_JUDGES
 
 
 def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads: int = 1,
-                  merge_min_similarity: float | None = None) -> GuardedJudge:
+                  merge_min_similarity: float | None = None,
+                  mode: Literal["logits", "generate"] = "logits") -> GuardedJudge:
     """The product's judge: the fast path, then an inner judge, behind the fact checks.
 
     ``model_path`` picks the inner judge:
@@ -556,8 +566,8 @@ def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads
       replaced (kept for comparison); ``merge_min_similarity`` defaults to
       :data:`DEFAULT_MERGE_MIN_SIMILARITY`.
     * ``"bundled"`` or a GGUF path: :class:`LlamaJudge` behind the
-      word-coverage guard. The model loads lazily, on the first pair the
-      fast path does not settle.
+      word-coverage guard, in ``mode`` (:class:`LlamaJudge`). The model
+      loads lazily, on the first pair the fast path does not settle.
     """
     key = None if model_path is None else str(model_path)
     if key in (None, "none", "scorer"):
@@ -568,5 +578,5 @@ def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads
     if key == "fact":
         inner = FactJudge(merge_min_similarity=mms)
     else:
-        inner = LlamaJudge(None if key == "bundled" else model_path, n_threads=n_threads)
+        inner = LlamaJudge(None if key == "bundled" else model_path, mode=mode, n_threads=n_threads)
     return GuardedJudge(inner, merge_min_similarity=mms)

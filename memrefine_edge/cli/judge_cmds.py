@@ -88,25 +88,20 @@ def judge_pairs(in_file: Path, judge_model: str | None, threads: int, mode: str,
     with the bundled encoder. The whole file is validated first, so a
     malformed line stops the command before anything is written.
     """
-    from ..judge import JUDGE_NAMES, GuardedJudge, LlamaJudge, default_judge
+    from ..judge import GuardedJudge, default_judge, uses_gguf
 
     if rules_only and (facts_only or judge_model is not None):
         raise click.UsageError("--rules-only excludes --facts-only and --judge-model")
     if facts_only and judge_model not in (None, "fact"):
         raise click.UsageError("--facts-only is --judge-model fact; give one of them")
-    if mode != "logits" and (facts_only or judge_model is None or judge_model in ("none", "scorer", "fact")):
+    if facts_only:
+        judge_model = "fact"
+    if mode != "logits" and not uses_gguf(judge_model):
         raise click.UsageError("--mode applies to a GGUF judge (--judge-model bundled or a path)")
     pairs = read_pairs(in_file)
     _fill_similarity(pairs)
-    judge: GuardedJudge
-    if rules_only:
-        judge = GuardedJudge(None)
-    elif judge_model is not None and judge_model not in JUDGE_NAMES or judge_model == "bundled":
-        llm = LlamaJudge(None if judge_model == "bundled" else judge_model, mode=mode,  # type: ignore[arg-type]
-                         n_threads=threads)
-        judge = GuardedJudge(llm)
-    else:
-        judge = default_judge("fact" if facts_only else judge_model, n_threads=threads)
+    judge = GuardedJudge(None) if rules_only else default_judge(judge_model, n_threads=threads,
+                                                                mode=mode)  # type: ignore[arg-type]
     rows = []
     for i, p in enumerate(pairs, 1):
         t0 = time.perf_counter()

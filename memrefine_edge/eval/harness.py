@@ -463,13 +463,13 @@ def attribute_loss(questions: Sequence[Question], base_found: Sequence[frozenset
 
 def _default_factory(name: str, config: EvalConfig, *, encoder: "Encoder") -> "tuple[Method, Merger | None]":
     """The method and merger of one compression, from the pipeline (fresh state each time)."""
+    from ..judge import uses_gguf
     from ..pipeline import PipelineConfig, build
 
     merge_model = None
     if config.merger == "llm":
         # Merges written by the judge's GGUF; a judge without one (the scorer, the fact judge) uses the bundled GGUF.
-        named = config.judge_model is None or config.judge_model in ("none", "scorer", "fact", "bundled")
-        merge_model = "bundled" if named else config.judge_model
+        merge_model = config.judge_model if uses_gguf(config.judge_model) else "bundled"
     pipe = PipelineConfig(method=name, judge_model=config.judge_model, merge_model=merge_model,
                           threads=config.threads,
                           merge_min_similarity=config.merge_min_similarity if name == "memrefine" else None)
