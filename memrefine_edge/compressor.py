@@ -200,6 +200,8 @@ class Compressor:
         self.progress = progress
         self.embed_progress = embed_progress
         self._session_start_size: int | None = None
+        # Set by every change: the running disk estimate must be checked exactly before it may say "met".
+        self._disk_dirty = True
 
     # --- budget --------------------------------------------------------------
 
@@ -457,7 +459,7 @@ class Compressor:
         against an exact measurement before it may say "met" (once per change)."""
         if self._run_size() > target:
             return True
-        if self._metric == "disk" and getattr(self, "_disk_dirty", True):
+        if self._metric == "disk" and self._disk_dirty:
             self.store.refresh_disk()
             self._disk_dirty = False
             return self._run_size() > target
