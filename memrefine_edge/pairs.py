@@ -177,10 +177,11 @@ class PairQueue:
     be ``(0, 0)``, the first :meth:`add` then fixes d). ``excluded`` holds
     pairs already judged (e.g. preserved pairs on resume); pairs naming an id
     not in ``ids`` are ignored, so a store's whole preserve cache can be passed.
-    ``k`` is the neighbour-list length, ``block_rows`` the largest scan block
-    height (a block holds at most :data:`SCAN_ELEMS` scores: peak scan memory
-    is about ``min(block_rows · n, SCAN_ELEMS) · 4`` bytes plus small change),
-    ``compact_min`` the number of removed rows tolerated before the vector
+    ``k`` is the neighbour-list length; the build computes the upper triangle
+    of the score matrix in tiles of ``block_rows`` x ``tile_cols`` (peak build
+    memory about ``2 · block_rows · tile_cols · 4`` bytes plus the candidate
+    pool, O(n·k)); ``block_rows`` also caps a later multi-row scan (at most
+    :data:`SCAN_ELEMS` scores); ``compact_min`` the number of removed rows tolerated before the vector
     matrix is compacted (the order of pairs never depends on it).
 
     The pop sequence is a pure function of (live ids in order, their vectors,
@@ -190,7 +191,7 @@ class PairQueue:
     removed since: positions are never reused) -> ``ValueError``; bad shapes,
     non-finite values, ``k < 1`` -> ``ValueError``.
 
-    Cost: build is one blocked n×n sgemm plus ~k exact scores per row; ``pop``
+    Cost: build is half an n×n sgemm (the upper triangle) plus ~k exact scores per row; ``pop``
     is a few heap operations plus, when a list runs dry, one O(n·d) row scan;
     ``add`` is one O(n·d) row scan; ``remove`` is O(1) amortised. Near-equal
     but not bitwise-equal vectors closer than the BLAS margin (~1e-4 cosine at
@@ -209,18 +210,22 @@ class PairQueue:
         k: int = 16,
         excluded: Iterable[tuple[Hashable, Hashable]] = (),
         block_rows: int = 1024,
+        tile_cols: int = 4096,
         compact_min: int = 256,
     ) -> None:
         if int(k) < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if int(block_rows) < 1:
             raise ValueError(f"block_rows must be >= 1, got {block_rows}")
+        if int(tile_cols) < 1:
+            raise ValueError(f"tile_cols must be >= 1, got {tile_cols}")
         ids = list(ids)
         x = _as_matrix(vectors, rows=len(ids))
         n, d = x.shape
         self._k = int(k)
         self._d = d
         self._block = int(block_rows)
+        self._tile_cols = int(tile_cols)
         self._compact_min = int(compact_min)  # dead matrix rows tolerated before compacting
         self._ids: list[Hashable] = []  # position -> id, dead ones kept (positions are never reused)
         self._pos: dict[Hashable, int] = {}
@@ -262,7 +267,7 @@ class PairQueue:
                 self._mark(ia, ib)
         self._heap: list[tuple[float, int, int, int]] = []
         if n:
-            self._scan(np.arange(n, dtype=np.int64))
+            self._build()
             self._heap = [self._key(a, 0) for a in range(n) if self._len[a]]
             heapq.heapify(self._heap)
 
@@ -494,20 +499,29 @@ class PairQueue:
         thr32 = thr.astype(np.float32)
         return np.where(thr32.astype(np.float64) > thr, np.nextafter(thr32, _NEG_INF), thr32)
 
-    def _select(self, blk: np.ndarray, rows: np.ndarray, sims: np.ndarray) -> None:
-        """Exact top-k per row from BLAS scores ``sims`` (invalid partners at -inf)."""
+    def _margin(self, idxs: np.ndarray) -> np.ndarray:
+        """Per row, the BLAS error allowance: |BLAS - exact| <= d*u32*|a||b| in any summation order.
+
+        Doubled for safety. A candidate and the k-th item may err in opposite
+        directions, so everything within twice this of the k-th BLAS score is
+        re-scored exactly (see :meth:`_threshold`).
+        """
+        return (2.0 * (self._d + 2) * _U32 * self._norm_max) * self._norm[idxs] + 1e-30
+
+    def _candidates(self, sims: np.ndarray, low: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Valid entries of ``sims`` that may be in their row's top k, given what the row has seen so far.
+
+        ``low`` (float32, one per row) is a lower bound of the row's k-th BLAS
+        score over the columns seen before; it is raised in place to cover these
+        columns too (still a lower bound: the k-th largest of a subset). Returns
+        ``(r, c)`` of every valid entry at or above ``low - 2 margin``.
+        """
         k = self._k
         nb, ncols = sims.shape
-        # |BLAS - exact| <= d*u32*|a||b| in any summation order (doubled for
-        # safety). A candidate and the k-th item may err in opposite directions,
-        # so everything within twice that of the k-th BLAS score is re-scored.
-        margin = (2.0 * (self._d + 2) * _U32 * self._norm_max) * self._norm[blk] + 1e-30
         if ncols < 32 * k:
-            if ncols > k:
-                kth = np.partition(sims, ncols - k, axis=1)[:, ncols - k]
-            else:
-                kth = np.full(nb, _NEG_INF, dtype=np.float32)
-            thr = self._threshold(kth, margin)
+            if ncols >= k:
+                np.maximum(low, np.partition(sims, ncols - k, axis=1)[:, ncols - k], out=low)
+            thr = self._threshold(low, margin)
             r, c = np.nonzero(sims >= thr[:, None])
         else:
             # Strided groups (column j in group j mod G): if k group maxima are
@@ -519,8 +533,8 @@ class PairQueue:
             groups = ncols // g
             body = sims[:, : g * groups].reshape(nb, g, groups)
             gmax = body.max(axis=1)
-            kth = np.partition(gmax, groups - k, axis=1)[:, groups - k]
-            thr = self._threshold(kth, margin)
+            np.maximum(low, np.partition(gmax, groups - k, axis=1)[:, groups - k], out=low)
+            thr = self._threshold(low, margin)
             rr, cc = np.nonzero(gmax >= thr[:, None])
             pos, t = np.nonzero(body[rr, :, cc] >= thr[rr][:, None])
             r, c = rr[pos], t * groups + cc[pos]
@@ -528,11 +542,141 @@ class PairQueue:
                 r2, c2 = np.nonzero(sims[:, g * groups :] >= thr[:, None])
                 r, c = np.concatenate((r, r2)), np.concatenate((c, c2 + g * groups))
         ok = sims[r, c] != _NEG_INF
-        r, c = r[ok], c[ok]
+        return r[ok], c[ok]
+
+    def _column_candidates(self, sims: np.ndarray, low: np.ndarray,
+                           margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_candidates` for the columns of ``sims`` (each column's partners are its rows), without a transpose.
+
+        Returns ``(r, c)``: column ``c`` may have row ``r`` in its top k.
+        """
+        k = self._k
+        nrows, ncols = sims.shape
+        if nrows < 32 * k:
+            if nrows >= k:
+                np.maximum(low, np.partition(sims, nrows - k, axis=0)[nrows - k], out=low)
+            thr = self._threshold(low, margin)
+            r, c = np.nonzero(sims >= thr[None, :])
+        else:
+            # The strided groups of :meth:`_candidates`, over rows: row i is in group i mod G.
+            g = min(64, nrows // (4 * k))
+            groups = nrows // g
+            body = sims[: g * groups].reshape(g, groups, ncols)
+            gmax = body.max(axis=0)
+            np.maximum(low, np.partition(gmax, groups - k, axis=0)[groups - k], out=low)
+            thr = self._threshold(low, margin)
+            gg, cc = np.nonzero(gmax >= thr[None, :])
+            t, pos = np.nonzero(body[:, gg, cc] >= thr[cc][None, :])
+            r, c = t * groups + gg[pos], cc[pos]
+            if g * groups < nrows:
+                r2, c2 = np.nonzero(sims[g * groups :] >= thr[None, :])
+                r, c = np.concatenate((r, r2 + g * groups)), np.concatenate((c, c2))
+        ok = sims[r, c] != _NEG_INF
+        return r[ok], c[ok]
+
+    def _select(self, blk: np.ndarray, rows: np.ndarray, sims: np.ndarray) -> None:
+        """Exact top-k per row from BLAS scores ``sims`` (invalid partners at -inf)."""
+        low = np.full(blk.size, _NEG_INF, dtype=np.float32)
+        r, c = self._candidates(sims, low, self._margin(blk))
+        self._keep(blk, rows, r, c, low)
+
+    def _build(self) -> None:
+        """Every neighbour list at once (construction: all rows live, row == position).
+
+        The score matrix is symmetric, so only its upper triangle is computed,
+        in tiles of ``block_rows`` x ``tile_cols``: a tile gives its rows their
+        candidates among its columns and, transposed, its columns their
+        candidates among its rows (half the flops of a row-by-row scan, and
+        each column band is reused from cache by a whole row band). A row's
+        candidates are pooled over the tiles against a running lower bound of
+        its k-th score, so what is pooled is a superset of what one scan of the
+        full row would re-score; the same exact top-k results.
+        """
+        n, k = self._nrows, self._k
+        x = self._x[:n]
+        self.scans += n
+        low = np.full(n, _NEG_INF, dtype=np.float32)
+        margin = self._margin(np.arange(n))
+        # Judged pairs (a resumed run's preserves), both ways, sorted by row: masked tile by tile.
+        ja = np.fromiter((a for a, bs in self._judged.items() for _ in bs), dtype=np.int64)
+        jb = np.fromiter((b for bs in self._judged.values() for b in bs), dtype=np.int64)
+        order = np.argsort(ja, kind="stable")
+        ja, jb = ja[order], jb[order]
+        pool_r: list[np.ndarray] = []
+        pool_c: list[np.ndarray] = []
+        pool_s: list[np.ndarray] = []
+        pooled = 0
+        h = max(1, min(self._block, n))
+        w = max(h, self._tile_cols)
+        for i0 in range(0, n, h):
+            i1 = min(n, i0 + h)
+            lo, hi = np.searchsorted(ja, (i0, i1))
+            band_a, band_b = ja[lo:hi], jb[lo:hi]
+            for j0 in range(i0, n, w):
+                j1 = min(n, j0 + w)
+                sims = x[i0:i1] @ x[j0:j1].T
+                d = np.arange(max(i0, j0), min(i1, j1))
+                sims[d - i0, d - j0] = _NEG_INF  # an entry is not its own partner
+                inside = (band_b >= j0) & (band_b < j1)
+                sims[band_a[inside] - i0, band_b[inside] - j0] = _NEG_INF
+                r, c = self._candidates(sims, low[i0:i1], margin[i0:i1])
+                pool_r.append((r + i0).astype(np.int32))
+                pool_c.append((c + j0).astype(np.int32))
+                pool_s.append(sims[r, c])
+                pooled += r.size
+                # Transposed: the tile's columns past this row band get their partners among its rows
+                # (columns inside the band are rows of this band: covered above).
+                off = max(0, i1 - j0)
+                if off < j1 - j0:
+                    part = sims[:, off:]
+                    r, c = self._column_candidates(part, low[j0 + off : j1], margin[j0 + off : j1])
+                    pool_r.append((c + j0 + off).astype(np.int32))
+                    pool_c.append((r + i0).astype(np.int32))
+                    pool_s.append(part[r, c])
+                    pooled += r.size
+                del sims
+            if pooled > 8 * n + (1 << 16):  # keep the pool small: drop what the raised bounds rule out
+                pool_r, pool_c, pool_s = self._prune(pool_r, pool_c, pool_s, low, margin)
+                pooled = pool_r[0].size
+        r, c, _ = self._prune(pool_r, pool_c, pool_s, low, margin)
+        idxs = np.arange(n, dtype=np.int64)
+        self._keep(idxs, idxs, r[0].astype(np.int64), c[0].astype(np.int64), low)
+
+    def _prune(self, pool_r: list[np.ndarray], pool_c: list[np.ndarray], pool_s: list[np.ndarray],
+               low: np.ndarray, margin: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """The pooled candidates still within the margin of their row's (raised) k-th score bound."""
+        k = self._k
+        r = np.concatenate(pool_r) if pool_r else np.zeros(0, dtype=np.int32)
+        c = np.concatenate(pool_c) if pool_c else np.zeros(0, dtype=np.int32)
+        s = np.concatenate(pool_s) if pool_s else np.zeros(0, dtype=np.float32)
+        order = np.lexsort((-s, r))
+        r, c, s = r[order], c[order], s[order]
+        counts = np.bincount(r, minlength=low.size)
+        starts = np.cumsum(counts) - counts
+        full = counts >= k
+        # The k-th largest pooled score of a row is a lower bound of its k-th score.
+        np.maximum(low, np.where(full, s[np.minimum(starts + k - 1, max(s.size - 1, 0))], _NEG_INF)
+                   if s.size else low, out=low)
+        keep = s >= self._threshold(low, margin)[r]
+        return [r[keep]], [c[keep]], [s[keep]]
+
+    def _keep(self, blk: np.ndarray, rows: np.ndarray, r: np.ndarray, c: np.ndarray, kth: np.ndarray) -> None:
+        """Exact top-k lists of ``blk`` from candidates ``(r, c)`` (``r`` indexes ``blk``, ``c`` is a matrix row).
+
+        The candidates must hold every valid partner within the selection margin of
+        the row's k-th BLAS score ``kth`` (-inf: the row has fewer than k partners).
+        """
+        k = self._k
+        nb = blk.size
         partner = self._idx_of_row[c]
         # One exact score per (row, vector class); equal vectors score equally.
         first, inverse = np.unique(r * self._ncls + self._cls[partner], return_index=True, return_inverse=True)[1:]
-        score = pair_scores(self._x[rows[r[first]]], self._x[c[first]])[inverse.ravel()]
+        ra, cb = rows[r[first]], c[first]
+        exact = np.empty(first.size, dtype=np.float64)
+        step = max(1, SCAN_ELEMS // (8 * max(self._d, 1)))  # gathered rows stay small (the build passes all rows)
+        for s in range(0, first.size, step):
+            exact[s : s + step] = pair_scores(self._x[ra[s : s + step]], self._x[cb[s : s + step]])
+        score = exact[inverse.ravel()]
         # Within one row, equal scores rank by partner position: for a fixed a,
         # (min(a,b), max(a,b)) is increasing in b.
         order = np.lexsort((partner, -score, r))

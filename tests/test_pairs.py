@@ -195,7 +195,7 @@ def test_sequence_matches_naive_argmax(kind, seed):
     n = int(rng.integers(2, 120))
     k = int(rng.integers(1, 5))
     d = int(rng.choice([3, 8, 24]))
-    seq = run_case(kind, n, d, k, seed, block_rows=int(rng.integers(1, 64)))
+    seq = run_case(kind, n, d, k, seed, block_rows=int(rng.integers(1, 64)), tile_cols=int(rng.integers(1, 80)))
     assert len(seq) >= 1
 
 
@@ -205,6 +205,9 @@ def test_sequence_matches_naive_argmax_n200(k):
     seq = run_case("gauss", 200, 16, k, 77 + k)
     assert len(seq) > 100
     run_case("dups", 200, 16, k, 88 + k, block_rows=33)
+    # Build tiles: wide enough for the group-maximum path, several per row band, a ragged last one.
+    run_case("gauss", 200, 16, k, 99 + k, block_rows=24, tile_cols=136)
+    run_case("dups", 200, 16, k, 111 + k, block_rows=7, tile_cols=41)
 
 
 def test_sequence_matches_naive_argmax_d384():
@@ -234,14 +237,15 @@ def test_exact_duplicates_tie_break_by_insertion_order():
     k=st.integers(1, 4),
     kind=st.sampled_from(["gauss", "dups", "lattice"]),
     n_excl=st.integers(0, 10),
+    tile=st.tuples(st.integers(1, 16), st.integers(1, 24)),
 )
-def test_property_matches_naive(seed, n, d, k, kind, n_excl):
+def test_property_matches_naive(seed, n, d, k, kind, n_excl, tile):
     x = make_data(kind, n, d, seed) if n else np.zeros((0, d), np.float32)
     ids = [f"e{i}" for i in range(n)]
     rng = np.random.default_rng(seed)
     excl = [(f"e{rng.integers(n + 2)}", f"e{rng.integers(n + 2)}") for _ in range(n_excl)] if n else []
     excl = [p for p in excl if p[0] != p[1]]
-    q = PairQueue(ids, x, k=k, excluded=excl)
+    q = PairQueue(ids, x, k=k, excluded=excl, block_rows=tile[0], tile_cols=tile[1])
     known = set(ids)
     ref = NaiveOrder(ids, x, [p for p in excl if set(p) <= known])
     drive(q, ref, ScriptedJudge(seed % 1000, d), dict(zip(ids, x)))
@@ -264,7 +268,7 @@ def test_rebuilt_queue_continues_identically(kind, seed):
     live = q.live_ids()
     excluded = [(a, b) for a, b, _ in head if a in q and b in q]
     # A different k must not matter either: the order is a function of the state only.
-    q2 = PairQueue(live, np.stack([vecs[i] for i in live]), k=k + 1, excluded=excluded)
+    q2 = PairQueue(live, np.stack([vecs[i] for i in live]), k=k + 1, excluded=excluded, block_rows=5, tile_cols=9)
     assert len(q2) == len(q) and all(i in q2 for i in live)
     judge2, vecs2 = copy.deepcopy(judge), dict(vecs)
     rest1 = drive(q, _Null(), judge, vecs)
