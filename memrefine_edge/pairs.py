@@ -592,7 +592,7 @@ class PairQueue:
         its k-th score, so what is pooled is a superset of what one scan of the
         full row would re-score; the same exact top-k results.
         """
-        n, k = self._nrows, self._k
+        n = self._nrows
         x = self._x[:n]
         self.scans += n
         low = np.full(n, _NEG_INF, dtype=np.float32)
@@ -638,9 +638,9 @@ class PairQueue:
             if pooled > 8 * n + (1 << 16):  # keep the pool small: drop what the raised bounds rule out
                 pool_r, pool_c, pool_s = self._prune(pool_r, pool_c, pool_s, low, margin)
                 pooled = pool_r[0].size
-        r, c, _ = self._prune(pool_r, pool_c, pool_s, low, margin)
+        final_r, final_c, _ = self._prune(pool_r, pool_c, pool_s, low, margin)
         idxs = np.arange(n, dtype=np.int64)
-        self._keep(idxs, idxs, r[0].astype(np.int64), c[0].astype(np.int64), low)
+        self._keep(idxs, idxs, final_r[0].astype(np.int64), final_c[0].astype(np.int64), low)
 
     def _prune(self, pool_r: list[np.ndarray], pool_c: list[np.ndarray], pool_s: list[np.ndarray],
                low: np.ndarray, margin: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
