@@ -73,11 +73,15 @@ def default_keywords(text: str, limit: int = 6) -> tuple[str, ...]:
     forms = surface_forms(text)
     ordered = sorted(f.names) + sorted(f.dates) + sorted(f.numbers) + sorted(f.words, key=lambda w: (-len(w), w))
     out: list[str] = []
+    seen: set[str] = set()
     for k in ordered:
+        if len(out) == limit:
+            break
         word = forms.get(k, k)
-        if word.lower() not in (o.lower() for o in out):
+        if word.lower() not in seen:
+            seen.add(word.lower())
             out.append(word)
-    return tuple(out[:limit])
+    return tuple(out)
 
 
 def parse_merged(raw: str) -> MergedEntry:

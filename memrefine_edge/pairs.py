@@ -181,8 +181,10 @@ class PairQueue:
     of the score matrix in tiles of ``block_rows`` x ``tile_cols`` (peak build
     memory about ``2 · block_rows · tile_cols · 4`` bytes plus the candidate
     pool, O(n·k)); ``block_rows`` also caps a later multi-row scan (at most
-    :data:`SCAN_ELEMS` scores); ``compact_min`` the number of removed rows tolerated before the vector
-    matrix is compacted (the order of pairs never depends on it).
+    :data:`SCAN_ELEMS` scores); ``refill_k`` (default ``4 k``) is the length of
+    a list rescanned after it ran dry (such an entry has many close partners
+    still to be judged, and each rescan is an O(n·d) pass); ``compact_min``
+    the number of removed rows tolerated before the vector matrix is compacted (the order of pairs never depends on it).
 
     The pop sequence is a pure function of (live ids in order, their vectors,
     judged pairs among them): a queue rebuilt from those continues identically.
@@ -211,6 +213,7 @@ class PairQueue:
         excluded: Iterable[tuple[Hashable, Hashable]] = (),
         block_rows: int = 1024,
         tile_cols: int = 4096,
+        refill_k: int | None = None,
         compact_min: int = 256,
     ) -> None:
         if int(k) < 1:
@@ -219,6 +222,8 @@ class PairQueue:
             raise ValueError(f"block_rows must be >= 1, got {block_rows}")
         if int(tile_cols) < 1:
             raise ValueError(f"tile_cols must be >= 1, got {tile_cols}")
+        if refill_k is not None and int(refill_k) < int(k):
+            raise ValueError(f"refill_k must be >= k ({k}), got {refill_k}")
         ids = list(ids)
         x = _as_matrix(vectors, rows=len(ids))
         n, d = x.shape
@@ -226,6 +231,9 @@ class PairQueue:
         self._d = d
         self._block = int(block_rows)
         self._tile_cols = int(tile_cols)
+        self._refill_k = 4 * self._k if refill_k is None else int(refill_k)
+        # Lists of entries refilled after running dry, longer than the k slots of _nb/_ns.
+        self._long: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._compact_min = int(compact_min)  # dead matrix rows tolerated before compacting
         self._ids: list[Hashable] = []  # position -> id, dead ones kept (positions are never reused)
         self._pos: dict[Hashable, int] = {}
@@ -327,6 +335,7 @@ class PairQueue:
         self._alive[idx] = False
         self._live -= 1
         self._len[idx] = 0
+        self._long.pop(idx, None)
         for b in self._judged.pop(idx, ()):
             partners = self._judged[b]
             partners.discard(idx)
@@ -405,15 +414,21 @@ class PairQueue:
         self._judged.setdefault(b, set()).add(a)
 
     def _key(self, a: int, c: int) -> tuple[float, int, int, int]:
-        b = int(self._nb[a, c])
-        return (-float(self._ns[a, c]), min(a, b), max(a, b), a)
+        long = self._long.get(a)
+        if long is None:
+            b, score = int(self._nb[a, c]), float(self._ns[a, c])
+        else:
+            b, score = int(long[0][c]), float(long[1][c])
+        return (-score, min(a, b), max(a, b), a)
 
     def _head(self, a: int) -> int | None:
         """List position of ``a``'s best valid partner, rescanning a dry list; None if it has none."""
         jud = self._judged.get(a)
         c, n = int(self._cur[a]), int(self._len[a])
+        long = self._long.get(a)
+        partners = self._nb[a] if long is None else long[0]
         while c < n:
-            b = int(self._nb[a, c])
+            b = int(partners[c])
             if self._alive[b] and (jud is None or b not in jud):
                 self._cur[a] = c
                 return c
@@ -421,7 +436,9 @@ class PairQueue:
         self._cur[a] = c
         if self._complete[a]:
             return None
-        self._scan(np.array([a], dtype=np.int64))
+        # A list that ran dry belongs to an entry with many close partners (a cluster
+        # being judged pair by pair): its refill keeps more, so it runs dry less often.
+        self._scan(np.array([a], dtype=np.int64), k=self._refill_k)
         return 0 if self._len[a] else None  # a fresh scan holds only valid partners
 
     def _settle(self) -> tuple[float, int, int, int] | None:
@@ -467,8 +484,8 @@ class PairQueue:
         self._nrows = m
         self._dead_rows = 0
 
-    def _scan(self, idxs: np.ndarray) -> None:
-        """Recompute the neighbour lists of ``idxs`` against all live entries, block by block."""
+    def _scan(self, idxs: np.ndarray, *, k: int | None = None) -> None:
+        """Recompute the neighbour lists (``k`` long, default the queue's) of ``idxs`` against all live entries."""
         xv = self._x[: self._nrows]
         dead = ~self._row_alive[: self._nrows] if self._dead_rows else None
         self.scans += int(idxs.size)
@@ -490,7 +507,7 @@ class PairQueue:
                 jud = self._judged.get(a)
                 if jud:
                     sims[r, self._row_of[list(jud)]] = _NEG_INF
-            self._select(blk, rows, sims)
+            self._select(blk, rows, sims, self._k if k is None else k)
 
     @staticmethod
     def _threshold(kth: np.ndarray, margin: np.ndarray) -> np.ndarray:
@@ -508,7 +525,8 @@ class PairQueue:
         """
         return (2.0 * (self._d + 2) * _U32 * self._norm_max) * self._norm[idxs] + 1e-30
 
-    def _candidates(self, sims: np.ndarray, low: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _candidates(self, sims: np.ndarray, low: np.ndarray, margin: np.ndarray,
+                    k: int) -> tuple[np.ndarray, np.ndarray]:
         """Valid entries of ``sims`` that may be in their row's top k, given what the row has seen so far.
 
         ``low`` (float32, one per row) is a lower bound of the row's k-th BLAS
@@ -516,7 +534,6 @@ class PairQueue:
         columns too (still a lower bound: the k-th largest of a subset). Returns
         ``(r, c)`` of every valid entry at or above ``low - 2 margin``.
         """
-        k = self._k
         nb, ncols = sims.shape
         if ncols < 32 * k:
             if ncols >= k:
@@ -574,11 +591,11 @@ class PairQueue:
         ok = sims[r, c] != _NEG_INF
         return r[ok], c[ok]
 
-    def _select(self, blk: np.ndarray, rows: np.ndarray, sims: np.ndarray) -> None:
+    def _select(self, blk: np.ndarray, rows: np.ndarray, sims: np.ndarray, k: int) -> None:
         """Exact top-k per row from BLAS scores ``sims`` (invalid partners at -inf)."""
         low = np.full(blk.size, _NEG_INF, dtype=np.float32)
-        r, c = self._candidates(sims, low, self._margin(blk))
-        self._keep(blk, rows, r, c, low)
+        r, c = self._candidates(sims, low, self._margin(blk), k)
+        self._keep(blk, rows, r, c, low, k)
 
     def _build(self) -> None:
         """Every neighbour list at once (construction: all rows live, row == position).
@@ -619,7 +636,7 @@ class PairQueue:
                 sims[d - i0, d - j0] = _NEG_INF  # an entry is not its own partner
                 inside = (band_b >= j0) & (band_b < j1)
                 sims[band_a[inside] - i0, band_b[inside] - j0] = _NEG_INF
-                r, c = self._candidates(sims, low[i0:i1], margin[i0:i1])
+                r, c = self._candidates(sims, low[i0:i1], margin[i0:i1], self._k)
                 pool_r.append((r + i0).astype(np.int32))
                 pool_c.append((c + j0).astype(np.int32))
                 pool_s.append(sims[r, c])
@@ -640,7 +657,7 @@ class PairQueue:
                 pooled = pool_r[0].size
         final_r, final_c, _ = self._prune(pool_r, pool_c, pool_s, low, margin)
         idxs = np.arange(n, dtype=np.int64)
-        self._keep(idxs, idxs, final_r[0].astype(np.int64), final_c[0].astype(np.int64), low)
+        self._keep(idxs, idxs, final_r[0].astype(np.int64), final_c[0].astype(np.int64), low, self._k)
 
     def _prune(self, pool_r: list[np.ndarray], pool_c: list[np.ndarray], pool_s: list[np.ndarray],
                low: np.ndarray, margin: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
@@ -660,13 +677,13 @@ class PairQueue:
         keep = s >= self._threshold(low, margin)[r]
         return [r[keep]], [c[keep]], [s[keep]]
 
-    def _keep(self, blk: np.ndarray, rows: np.ndarray, r: np.ndarray, c: np.ndarray, kth: np.ndarray) -> None:
+    def _keep(self, blk: np.ndarray, rows: np.ndarray, r: np.ndarray, c: np.ndarray, kth: np.ndarray,
+              k: int) -> None:
         """Exact top-k lists of ``blk`` from candidates ``(r, c)`` (``r`` indexes ``blk``, ``c`` is a matrix row).
 
         The candidates must hold every valid partner within the selection margin of
         the row's k-th BLAS score ``kth`` (-inf: the row has fewer than k partners).
         """
-        k = self._k
         nb = blk.size
         partner = self._idx_of_row[c]
         # One exact score per (row, vector class); equal vectors score equally.
@@ -685,9 +702,15 @@ class PairQueue:
         starts = np.cumsum(counts) - counts
         rank = np.arange(r.size) - starts[r]
         keep = rank < k
-        owners = blk[r[keep]]
-        self._nb[owners, rank[keep]] = partner[keep]
-        self._ns[owners, rank[keep]] = score[keep]
+        if k == self._k:
+            owners = blk[r[keep]]
+            self._nb[owners, rank[keep]] = partner[keep]
+            self._ns[owners, rank[keep]] = score[keep]
+            for a in blk.tolist() if self._long else ():
+                self._long.pop(a, None)
+        else:  # a longer list than the fixed slots hold (one row: a refill)
+            assert blk.size == 1
+            self._long[int(blk[0])] = (partner[keep].copy(), score[keep].copy())
         self._len[blk] = np.minimum(counts, k)
         self._cur[blk] = 0
         # With a finite bound the row may have had more than k partners; calling

@@ -374,6 +374,19 @@ def test_bad_construction():
         PairQueue(["a", "a"], np.eye(2, dtype=np.float32))
     with pytest.raises(ValueError):
         PairQueue(["a", "b"], np.eye(2, dtype=np.float32), k=0)
+    with pytest.raises(ValueError):
+        PairQueue(["a", "b"], np.eye(2, dtype=np.float32), k=3, refill_k=2)
+    with pytest.raises(ValueError):
+        PairQueue(["a", "b"], np.eye(2, dtype=np.float32), tile_cols=0)
+
+
+@pytest.mark.parametrize("refill_k", [None, 1, 2, 7])
+def test_refill_length_does_not_change_the_order(refill_k):
+    # Lists that run dry are rescanned to refill_k partners (default 4 k): the
+    # sequence is the naive argmax's whatever that length.
+    k = 1 if refill_k == 1 else 2
+    for kind, seed in (("gauss", 500), ("dups", 501), ("lattice", 502)):
+        run_case(kind, 70, 6, k, seed, refill_k=refill_k)
 
 
 def test_excluded_with_unknown_ids_is_ignored():
