@@ -656,8 +656,14 @@ class PairQueue:
                 pool_r, pool_c, pool_s = self._prune(pool_r, pool_c, pool_s, low, margin)
                 pooled = pool_r[0].size
         final_r, final_c, _ = self._prune(pool_r, pool_c, pool_s, low, margin)
-        idxs = np.arange(n, dtype=np.int64)
-        self._keep(idxs, idxs, final_r[0].astype(np.int64), final_c[0].astype(np.int64), low, self._k)
+        r, c = final_r[0], final_c[0]  # sorted by row
+        del pool_r, pool_c, pool_s, final_r, final_c
+        # In row bands, so the exact scoring's temporaries stay O(band), not O(n·k).
+        bounds = np.searchsorted(r, np.arange(0, n + h, h))
+        for b, i0 in enumerate(range(0, n, h)):
+            blk = np.arange(i0, min(n, i0 + h), dtype=np.int64)
+            lo, hi = bounds[b], bounds[b + 1]
+            self._keep(blk, blk, r[lo:hi].astype(np.int64) - i0, c[lo:hi].astype(np.int64), low[i0 : i0 + h], self._k)
 
     def _prune(self, pool_r: list[np.ndarray], pool_c: list[np.ndarray], pool_s: list[np.ndarray],
                low: np.ndarray, margin: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
