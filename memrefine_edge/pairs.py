@@ -169,6 +169,23 @@ def _grown(arr: np.ndarray, cap: int, fill: object) -> np.ndarray:
     return new
 
 
+class _Pool:
+    """Build candidates ``(row, partner, BLAS score)`` of the rows ``lo..hi``, as appended array chunks."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+        self.r: list[np.ndarray] = []
+        self.c: list[np.ndarray] = []
+        self.s: list[np.ndarray] = []
+        self.pooled = 0
+
+    def add(self, r: np.ndarray, c: np.ndarray, s: np.ndarray) -> None:
+        self.r.append(r.astype(np.int32))
+        self.c.append(c.astype(np.int32))
+        self.s.append(s)
+        self.pooled += r.size
+
+
 class PairQueue:
     """The most similar live, not-yet-judged pair first, incrementally.
 
@@ -619,12 +636,13 @@ class PairQueue:
         jb = np.fromiter((b for bs in self._judged.values() for b in bs), dtype=np.int64)
         order = np.argsort(ja, kind="stable")
         ja, jb = ja[order], jb[order]
-        pool_r: list[np.ndarray] = []
-        pool_c: list[np.ndarray] = []
-        pool_s: list[np.ndarray] = []
-        pooled = 0
         h = max(1, min(self._block, n))
         w = max(h, self._tile_cols)
+        # The pool is kept per bucket of rows (a whole number of row bands), each pruned
+        # on its own when it grows: the pool and the pruning's temporaries stay O(n·k)
+        # and O(bucket·k) instead of growing with the number of tiles.
+        size = h * max(1, min(8192 // h, -(-n // (4 * h))))  # at most 8192 rows; about 4 buckets for small n
+        pools = [_Pool(b, min(n, b + size)) for b in range(0, n, size)]
         for i0 in range(0, n, h):
             i1 = min(n, i0 + h)
             lo, hi = np.searchsorted(ja, (i0, i1))
@@ -637,51 +655,55 @@ class PairQueue:
                 inside = (band_b >= j0) & (band_b < j1)
                 sims[band_a[inside] - i0, band_b[inside] - j0] = _NEG_INF
                 r, c = self._candidates(sims, low[i0:i1], margin[i0:i1], self._k)
-                pool_r.append((r + i0).astype(np.int32))
-                pool_c.append((c + j0).astype(np.int32))
-                pool_s.append(sims[r, c])
-                pooled += r.size
+                pools[i0 // size].add(r + i0, c + j0, sims[r, c])
                 # Transposed: the tile's columns past this row band get their partners among its rows
                 # (columns inside the band are rows of this band: covered above).
                 off = max(0, i1 - j0)
                 if off < j1 - j0:
                     part = sims[:, off:]
                     r, c = self._column_candidates(part, low[j0 + off : j1], margin[j0 + off : j1])
-                    pool_r.append((c + j0 + off).astype(np.int32))
-                    pool_c.append((r + i0).astype(np.int32))
-                    pool_s.append(part[r, c])
-                    pooled += r.size
+                    owner = c + (j0 + off)
+                    for b in range((j0 + off) // size, (j1 - 1) // size + 1):
+                        m = (owner >= pools[b].lo) & (owner < pools[b].hi)
+                        pools[b].add(owner[m], r[m] + i0, part[r[m], c[m]])
                 del sims
-            if pooled > 8 * n + (1 << 16):  # keep the pool small: drop what the raised bounds rule out
-                pool_r, pool_c, pool_s = self._prune(pool_r, pool_c, pool_s, low, margin)
-                pooled = pool_r[0].size
-        final_r, final_c, _ = self._prune(pool_r, pool_c, pool_s, low, margin)
-        r, c = final_r[0], final_c[0]  # sorted by row
-        del pool_r, pool_c, pool_s, final_r, final_c
-        # In row bands, so the exact scoring's temporaries stay O(band), not O(n·k).
-        bounds = np.searchsorted(r, np.arange(0, n + h, h))
-        for b, i0 in enumerate(range(0, n, h)):
-            blk = np.arange(i0, min(n, i0 + h), dtype=np.int64)
-            lo, hi = bounds[b], bounds[b + 1]
-            self._keep(blk, blk, r[lo:hi].astype(np.int64) - i0, c[lo:hi].astype(np.int64), low[i0 : i0 + h], self._k)
+                for pool in pools:
+                    if pool.pooled > 2 * self._k * (pool.hi - pool.lo) + 4096:
+                        self._prune(pool, low, margin)
+        for pool in pools:
+            self._prune(pool, low, margin)
+            r, c = pool.r[0], pool.c[0]  # sorted by row
+            pool.r = pool.c = pool.s = []
+            # In row bands, so the exact scoring's temporaries stay O(band).
+            bounds = np.searchsorted(r, np.arange(pool.lo, pool.hi + h, h))
+            for b, i0 in enumerate(range(pool.lo, pool.hi, h)):
+                blk = np.arange(i0, min(pool.hi, i0 + h), dtype=np.int64)
+                lo, hi = bounds[b], bounds[b + 1]
+                self._keep(blk, blk, r[lo:hi].astype(np.int64) - i0, c[lo:hi].astype(np.int64),
+                           low[i0 : i0 + h], self._k)
 
-    def _prune(self, pool_r: list[np.ndarray], pool_c: list[np.ndarray], pool_s: list[np.ndarray],
-               low: np.ndarray, margin: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-        """The pooled candidates still within the margin of their row's (raised) k-th score bound."""
+    def _prune(self, pool: "_Pool", low: np.ndarray, margin: np.ndarray) -> None:
+        """Raise the pool's rows' k-th score bounds to their k-th pooled score; drop what that rules out.
+
+        Leaves the pool as one sorted-by-row array triple.
+        """
         k = self._k
-        r = np.concatenate(pool_r) if pool_r else np.zeros(0, dtype=np.int32)
-        c = np.concatenate(pool_c) if pool_c else np.zeros(0, dtype=np.int32)
-        s = np.concatenate(pool_s) if pool_s else np.zeros(0, dtype=np.float32)
+        r = np.concatenate(pool.r) if pool.r else np.zeros(0, dtype=np.int32)
+        c = np.concatenate(pool.c) if pool.c else np.zeros(0, dtype=np.int32)
+        s = np.concatenate(pool.s) if pool.s else np.zeros(0, dtype=np.float32)
         order = np.lexsort((-s, r))
         r, c, s = r[order], c[order], s[order]
-        counts = np.bincount(r, minlength=low.size)
+        del order
+        rows = slice(pool.lo, pool.hi)
+        counts = np.bincount(r - pool.lo, minlength=pool.hi - pool.lo)
         starts = np.cumsum(counts) - counts
-        full = counts >= k
         # The k-th largest pooled score of a row is a lower bound of its k-th score.
-        np.maximum(low, np.where(full, s[np.minimum(starts + k - 1, max(s.size - 1, 0))], _NEG_INF)
-                   if s.size else low, out=low)
-        keep = s >= self._threshold(low, margin)[r]
-        return [r[keep]], [c[keep]], [s[keep]]
+        if s.size:
+            kth = np.where(counts >= k, s[np.minimum(starts + k - 1, s.size - 1)], _NEG_INF)
+            np.maximum(low[rows], kth, out=low[rows])
+        keep = s >= self._threshold(low[rows], margin[rows])[r - pool.lo]
+        pool.r, pool.c, pool.s = [r[keep]], [c[keep]], [s[keep]]
+        pool.pooled = int(keep.sum())
 
     def _keep(self, blk: np.ndarray, rows: np.ndarray, r: np.ndarray, c: np.ndarray, kth: np.ndarray,
               k: int) -> None:
