@@ -111,12 +111,6 @@ class Judge(abc.ABC):
     def load(self) -> None:
         """Load any model now, so a broken model file fails before a run records anything."""
 
-    def use_encoder(self, encoder: Any) -> None:
-        """Take the pipeline's sentence encoder (:func:`memrefine_edge.pipeline.build` hands it over).
-
-        Judges that embed nothing ignore it.
-        """
-
     def describe(self) -> dict[str, Any]:
         """Settings recorded with a run (the class name; subclasses add their knobs)."""
         return {"type": type(self).__name__}
@@ -330,21 +324,15 @@ class ScorerJudge(Judge):
     differs (the scorer, not a word-coverage threshold, judges that); the
     strict facts are never lost. Decisions carry ``source="scorer"`` and
     the class probabilities in their reason.
-
-    ``encoder`` embeds the sentences the scorer aligns (cached per text); a
-    pipeline hands over its own (:meth:`use_encoder`), and without one the
-    default encoder loads on the first pair scored.
     """
 
     uses_model = False
 
     def __init__(self, *, scorer: Any = None, weights_path: str | os.PathLike[str] | None = None,
-                 encoder: Any = None, min_delete_probability: float | None = None,
-                 min_merge_probability: float | None = None, merge_min_similarity: float | None = None) -> None:
+                 min_delete_probability: float | None = None, min_merge_probability: float | None = None,
+                 merge_min_similarity: float | None = None) -> None:
         self._scorer = scorer  # built from weights_path (or the packaged weights) on first use
         self._weights_path = weights_path
-        self._encoder = encoder  # the pipeline's (use_encoder), else the default encoder on first use
-        self._sentence_vectors: Any = None
         self._min_delete = (None if min_delete_probability is None
                             else _check_unit("min_delete_probability", min_delete_probability, 0.0))
         self._min_merge = (None if min_merge_probability is None
@@ -375,39 +363,14 @@ class ScorerJudge(Judge):
             self._scorer = RedundancyScorer(path=self._weights_path)
         return self._scorer
 
-    @property
-    def encoder(self) -> Any:
-        """The sentence encoder of the alignment features: the one given or handed over, else the default."""
-        if self._encoder is None:
-            from .backends.encoder import OnnxEncoder
-
-            self._encoder = OnnxEncoder()
-        return self._encoder
-
-    def use_encoder(self, encoder: Any) -> None:
-        """Embed sentences with the pipeline's encoder, unless one was given at construction or already used."""
-        if self._encoder is None:
-            self._encoder = encoder
-
-    @property
-    def sentence_vectors(self) -> Any:
-        """The per-text cache of sentence embeddings (:class:`~memrefine_edge.scorer.SentenceVectors`)."""
-        if self._sentence_vectors is None:
-            from .scorer import SentenceVectors
-
-            self._sentence_vectors = SentenceVectors(self.encoder)
-        return self._sentence_vectors
-
     def load(self) -> None:
-        """Read the weights and load the encoder now, so a bad weights or model file fails before a run starts."""
+        """Read the weights now, so a bad weights file fails before a run starts."""
         _ = self.scorer
-        _ = self.sentence_vectors
 
     def describe(self) -> dict[str, Any]:
         """The judge's settings, recorded with each run."""
         meta = self.scorer.meta
-        encoder = getattr(self._encoder, "model_id", None) if self._encoder is not None else "default"
-        return {"type": "ScorerJudge", "weights": str(self._weights_path or "packaged"), "encoder": encoder,
+        return {"type": "ScorerJudge", "weights": str(self._weights_path or "packaged"),
                 "trained_on": meta.get("trained_on"), "l2": meta.get("l2"),
                 "min_delete_probability": self.min_delete_probability,
                 "min_merge_probability": self.min_merge_probability,
@@ -415,7 +378,7 @@ class ScorerJudge(Judge):
 
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """The most probable action whose deletes keep every strict fact."""
-        scores = self.scorer.score(a, b, similarity, self.sentence_vectors)
+        scores = self.scorer.score(a, b, similarity)
         shown = ", ".join(f"{c} {p:.2f}" for c, p in scores.ranked())
         min_delete, min_merge = self.min_delete_probability, self.min_merge_probability
         for action, p in scores.ranked():
@@ -488,11 +451,6 @@ class GuardedJudge(Judge):
         """Load the inner judge's model now."""
         if self.inner is not None:
             self.inner.load()
-
-    def use_encoder(self, encoder: Any) -> None:
-        """Hand the pipeline's encoder to the inner judge."""
-        if self.inner is not None:
-            self.inner.use_encoder(encoder)
 
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """Run the pipeline for one pair."""
@@ -591,7 +549,7 @@ def uses_gguf(judge_model: str | os.PathLike[str] | None) -> bool:
 
 def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads: int = 1,
                   merge_min_similarity: float | None = None,
-                  mode: Literal["logits", "generate"] = "logits", encoder: Any = None) -> GuardedJudge:
+                  mode: Literal["logits", "generate"] = "logits") -> GuardedJudge:
     """The product's judge: the fast path, then an inner judge, behind the fact checks.
 
     ``model_path`` picks the inner judge:
@@ -603,9 +561,7 @@ def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads
       strict facts (names, numbers, dates, negation) of every delete; the
       scorer, not a word-coverage threshold, decides paraphrases.
       ``merge_min_similarity`` (default: none) turns its merges below that
-      cosine into preserves. ``encoder`` embeds the sentences it aligns
-      (:func:`memrefine_edge.pipeline.build` hands over the pipeline's);
-      without one, the default encoder loads on the first pair it scores.
+      cosine into preserves.
     * ``"fact"``: :class:`FactJudge`, the word-coverage rules the scorer
       replaced (kept for comparison); ``merge_min_similarity`` defaults to
       :data:`DEFAULT_MERGE_MIN_SIMILARITY`.
@@ -615,8 +571,8 @@ def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads
     """
     key = None if model_path is None else str(model_path)
     if key in (None, "none", "scorer"):
-        scorer = ScorerJudge(encoder=encoder, merge_min_similarity=merge_min_similarity)
-        return GuardedJudge(scorer, min_word_cover=0.0, merge_min_similarity=-1.0, check_merges=False)
+        return GuardedJudge(ScorerJudge(merge_min_similarity=merge_min_similarity), min_word_cover=0.0,
+                            merge_min_similarity=-1.0, check_merges=False)
     mms = DEFAULT_MERGE_MIN_SIMILARITY if merge_min_similarity is None else merge_min_similarity
     inner: Judge
     if key == "fact":

@@ -113,18 +113,11 @@ def build(config: PipelineConfig | None = None, *, backends: Backends | None = N
     """Validate ``config`` and build the encoder, method and merger (heavy imports happen here, not at import).
 
     ``encoder``: one already loaded (for example the evaluation's, shared by
-    all its compressions) instead of a new one from ``backends``. The
-    method's judge gets the same encoder (:meth:`memrefine_edge.judge.Judge.use_encoder`):
-    the default scorer embeds sentences with it.
+    all its compressions) instead of a new one from ``backends``.
     """
     config = config or PipelineConfig()
     config.validate()
     parts = backends or Backends()
     method = parts.method(config)  # an unknown method fails before any model loads
-    encoder = encoder if encoder is not None else parts.encoder(config)
-    from .judge import Judge
-
-    judge = getattr(method, "judge", None)
-    if isinstance(judge, Judge):
-        judge.use_encoder(encoder)  # the scorer aligns sentences with the pipeline's encoder
-    return Pipeline(encoder=encoder, method=method, merger=parts.merger(config))
+    return Pipeline(encoder=encoder if encoder is not None else parts.encoder(config), method=method,
+                    merger=parts.merger(config))

@@ -5,12 +5,8 @@ Evan's encouragement" / "Sam expressed appreciation towards Evan's support")
 from two distinct facts about the same person. The scorer reads features the
 fact extractor (:mod:`memrefine_edge.facts`) already gives -- similarity, how
 much of each side's facts and words the other carries, names, numbers, dates
-and negation on one side only, speakers, filler, lengths, word overlap --
-and a sentence alignment that word coverage cannot see: each entry is split
-into the fact extractor's sentences, embedded with the pipeline's encoder
-(:class:`SentenceVectors`, cached per text), and each sentence of one side is
-matched to its most similar sentence of the other (is every sentence of A
-said somewhere in B, in other words?). It outputs calibrated probabilities of the four actions ``delete_a``,
+and negation on one side only, speakers, filler, lengths, word overlap -- and
+outputs calibrated probabilities of the four actions ``delete_a``,
 ``delete_b``, ``merge`` and ``preserve`` with a multinomial logistic
 regression (numpy only).
 
@@ -31,18 +27,16 @@ import json
 import math
 import os
 import re
-from collections import OrderedDict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .errors import ConfigurationError
-from .facts import _SENTENCE as _SENTENCE_BREAK  # the fact extractor's sentence boundaries
 from .facts import (
     Facts,
     coverage_keys,
@@ -54,11 +48,7 @@ from .facts import (
     strip_speaker,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .backends.encoder import Encoder
-
-__all__ = ["CLASSES", "FEATURES", "RedundancyScorer", "Scores", "SentenceVectors", "SENTENCE_MATCH",
-           "pair_features", "sentences", "swap_index"]
+__all__ = ["CLASSES", "FEATURES", "RedundancyScorer", "Scores", "pair_features", "swap_index"]
 
 #: The scorer's output classes, in the order of its probability vector.
 CLASSES: tuple[str, ...] = ("delete_a", "delete_b", "merge", "preserve")
@@ -80,15 +70,7 @@ FEATURES: tuple[str, ...] = (
     "same_speaker", "other_speaker",
     "fact_jaccard", "token_jaccard", "bigram_jaccard",
     "both_no_strict",
-    # Sentence alignment: each sentence of a against its most similar sentence of b (cosine), and back.
-    "sent_min_a", "sent_min_b",              # the least matched sentence of a
-    "sent_mean_a", "sent_mean_b",            # the mean over a's sentences
-    "sent_unmatched_a", "sent_unmatched_b",  # a's sentences matched below SENTENCE_MATCH
-    "fact_sent_min_a", "fact_sent_min_b",    # the same over a's sentences that are not small talk
-    "fact_sent_mean_a", "fact_sent_mean_b",
 )
-#: A sentence whose most similar sentence on the other side is less similar than this is unmatched.
-SENTENCE_MATCH = 0.7
 _PAIRS = [(i, FEATURES.index(n[:-2] + "_b")) for i, n in enumerate(FEATURES) if n.endswith("_a")]
 _ANTI = (FEATURES.index("log_len_ratio"),)
 
@@ -148,63 +130,7 @@ def _extra(fx: Facts, fy: Facts) -> tuple[int, int, int]:
     return len(lost), sum(k in fx.names for k in lost), sum(k in fx.numbers or k in fx.dates for k in lost)
 
 
-def sentences(text: str) -> list[str]:
-    """The sentences of ``text`` as the fact extractor splits them (speaker prefix off, small talk kept)."""
-    _, body = strip_speaker(text)
-    return [s.strip() for s in _SENTENCE_BREAK.split(body) if s and s.strip()]
-
-
-class SentenceVectors:
-    """Each text's sentence embeddings under ``encoder`` and which of its sentences are small talk.
-
-    Cached per text (the ``max_texts`` most recently used), so an entry that
-    meets many neighbours is split and embedded once; the sentences of a pair
-    that are not cached yet are embedded in one call.
-    """
-
-    def __init__(self, encoder: "Encoder", *, max_texts: int = 2048) -> None:
-        if max_texts < 1:
-            raise ValueError("max_texts must be at least 1")
-        self.encoder = encoder
-        self.max_texts = max_texts
-        self._cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._cache)
-
-    def get(self, *texts: str) -> list[tuple[np.ndarray, np.ndarray]]:
-        """``(vectors, small_talk)`` per text: an ``(n, dim)`` array of unit rows and ``n`` booleans."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if missing:
-            split = [sentences(t) for t in missing]
-            flat = [s for ss in split for s in ss]
-            vecs = np.asarray(self.encoder.embed(flat), dtype=np.float32) if flat else None
-            i = 0
-            for t, ss in zip(missing, split, strict=True):
-                rows = vecs[i:i + len(ss)] if vecs is not None else np.zeros((0, 0), dtype=np.float32)
-                self._cache[t] = (rows, np.array([is_filler(s) for s in ss], dtype=bool))
-                i += len(ss)
-        out = []
-        for t in texts:
-            self._cache.move_to_end(t)
-            out.append(self._cache[t])
-        while len(self._cache) > self.max_texts:
-            self._cache.popitem(last=False)
-        return out
-
-
-def _alignment(x: tuple[np.ndarray, np.ndarray], y: tuple[np.ndarray, np.ndarray]) -> tuple[float, ...]:
-    """min, mean and unmatched count of x's best cosines to y's sentences; min and mean over x's non-filler ones."""
-    (vx, filler), (vy, _) = x, y
-    if not len(vx) or not len(vy):
-        return 1.0, 1.0, 0.0, 1.0, 1.0
-    best = (vx @ vy.T).max(axis=1)
-    kept = best[~filler]
-    return (float(best.min()), float(best.mean()), float((best < SENTENCE_MATCH).sum()),
-            float(kept.min()) if len(kept) else 1.0, float(kept.mean()) if len(kept) else 1.0)
-
-
-def pair_features(a: str, b: str, similarity: float, sentence_vectors: SentenceVectors) -> np.ndarray:
+def pair_features(a: str, b: str, similarity: float) -> np.ndarray:
     """The ordered feature vector of the pair ``(a, b)`` (see :data:`FEATURES`)."""
     sa, sb = _side(a), _side(b)
     fa, fb, toks_a, toks_b = sa.facts, sb.facts, sa.tokens, sb.tokens
@@ -239,11 +165,6 @@ def pair_features(a: str, b: str, similarity: float, sentence_vectors: SentenceV
         "both_no_strict": float(not fa.strict - ({fa.speaker} if fa.speaker else set())
                                 and not fb.strict - ({fb.speaker} if fb.speaker else set())),
     }
-    va, vb = sentence_vectors.get(a, b)
-    for side, (x, y) in (("a", (va, vb)), ("b", (vb, va))):
-        s_min, s_mean, unmatched, f_min, f_mean = _alignment(x, y)
-        values.update({f"sent_min_{side}": s_min, f"sent_mean_{side}": s_mean, f"sent_unmatched_{side}": unmatched,
-                       f"fact_sent_min_{side}": f_min, f"fact_sent_mean_{side}": f_mean})
     return np.array([values[n] for n in FEATURES], dtype=np.float64)
 
 
@@ -319,7 +240,7 @@ class RedundancyScorer:
         p /= p.sum(axis=1, keepdims=True)
         return p if np.ndim(features) == 2 else p[0]
 
-    def score(self, a: str, b: str, similarity: float, sentence_vectors: SentenceVectors) -> Scores:
-        """The probabilities of the four actions for ``(a, b)`` (sentences embedded by ``sentence_vectors``)."""
-        p = self.probabilities(pair_features(a, b, similarity, sentence_vectors))
+    def score(self, a: str, b: str, similarity: float) -> Scores:
+        """The probabilities of the four actions for ``(a, b)``."""
+        p = self.probabilities(pair_features(a, b, similarity))
         return Scores(*(float(v) for v in p))

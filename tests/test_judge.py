@@ -328,18 +328,3 @@ def test_a_missing_judge_model_file_is_reported_at_construction(tmp_path):
 
     with pytest.raises(ModelNotFoundError, match="nope.gguf"):
         LlamaJudge(tmp_path / "nope.gguf")
-
-
-def test_default_judge_takes_an_encoder_for_the_scorer_and_the_guard_hands_one_on():
-    from memrefine_edge.judge import default_judge
-    from memrefine_edge.testing import HashEncoder
-
-    enc = HashEncoder(model_id="hash-given")
-    assert default_judge(encoder=enc).inner.encoder is enc
-    later = default_judge("none")
-    later.use_encoder(enc)  # what pipeline.build does with the pipeline's encoder
-    assert later.inner.encoder is enc and later.describe()["inner"]["encoder"] == "hash-given"
-    fact = default_judge("fact")
-    fact.use_encoder(enc)  # the fact judge embeds nothing: accepted and ignored
-    assert fact.describe()["inner"]["type"] == "FactJudge"
-    GuardedJudge(None).use_encoder(enc)

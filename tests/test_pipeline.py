@@ -48,32 +48,3 @@ def test_real_backends_take_the_bundled_gguf_by_name_for_merges():
     assert isinstance(merger, GuardedMerger) and isinstance(merger.inner, LlamaMerger)
     assert merger.inner.model_path is None  # the bundled file; nothing is loaded here
     assert Backends().merger(PipelineConfig()).inner is None  # the deterministic merge
-
-
-def test_build_hands_the_pipelines_encoder_to_the_scorer_judge():
-    enc = HashEncoder(dim=32, model_id="hash-32")
-    parts = build(PipelineConfig(), backends=FakeBackends(encoder=enc))
-    scorer = parts.method.judge.inner
-    assert scorer.encoder is enc and parts.method.describe()["judge"]["inner"]["encoder"] == "hash-32"
-    shared = HashEncoder(dim=16, model_id="shared")  # an encoder given to build (the evaluation's) goes there too
-    assert build(PipelineConfig(), backends=FakeBackends(), encoder=shared).method.judge.inner.encoder is shared
-    # Judges that embed nothing are built as before.
-    assert build(PipelineConfig(judge_model="fact"), backends=FakeBackends(encoder=enc)).encoder is enc
-    assert build(PipelineConfig(method="rulesim"), backends=FakeBackends(encoder=enc)).encoder is enc
-
-
-def test_the_scorer_judge_decides_through_the_pipeline_with_the_fake_encoder():
-    class Counting(HashEncoder):
-        def __init__(self) -> None:
-            super().__init__()
-            self.texts: list[str] = []
-
-        def embed_batch(self, texts):
-            self.texts += list(texts)
-            return super().embed_batch(texts)
-
-    enc = Counting()
-    parts = build(PipelineConfig(), backends=FakeBackends(encoder=enc))
-    d = parts.method.judge.judge("Tim ran a 5K in May.", "Ana swam in Rome.", 0.1)
-    assert d.source == "scorer" and d.action == "preserve"
-    assert sorted(enc.texts) == ["Ana swam in Rome.", "Tim ran a 5K in May."]  # their sentences, by this encoder

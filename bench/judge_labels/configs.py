@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 from pairs import auc, outcome  # noqa: E402
-from train_scorer import encoder, load  # noqa: E402
+from train_scorer import load  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
@@ -115,8 +115,7 @@ def main() -> int:
     table: dict[str, dict[str, Any]] = {}
 
     # The scorer (the default) and the fact judge, timed here.
-    # The scorer embeds each text's sentences when it first meets the text: that time is in its milliseconds.
-    scorer_judge, fact = ScorerJudge(encoder=encoder().inner), default_judge("fact")
+    scorer_judge, fact = ScorerJudge(), default_judge("fact")
     s_act: dict[str, str] = {}
     p_del: dict[str, float] = {}
     top: dict[str, float] = {}
@@ -129,7 +128,7 @@ def main() -> int:
         d = hit or scorer_judge.judge(r["a"], r["b"], r["sim"])
         t_s += time.perf_counter() - t0
         s_act[r["id"]] = _action(d)
-        sc = scorer_judge.scorer.score(r["a"], r["b"], r["sim"], scorer_judge.sentence_vectors)
+        sc = scorer_judge.scorer.score(r["a"], r["b"], r["sim"])
         p_del[r["id"]] = sc.delete_a + sc.delete_b
         top[r["id"]] = 1.0 if hit else max(sc.as_dict().values())
         prefer[r["id"]] = ["a", "b"] if sc.delete_a >= sc.delete_b else ["b", "a"]

@@ -43,7 +43,7 @@ def main() -> int:
               if args.split == "all" or r["split"] == args.split]
     encoder = OnnxEncoder()
     # The judge names are the product's own (``--judge-model scorer|fact``): the same pipelines compress uses.
-    judge = default_judge(args.judge, merge_min_similarity=args.merge_min_similarity, encoder=encoder)
+    judge = default_judge(args.judge, merge_min_similarity=args.merge_min_similarity)
 
     hits = ok = losing = 0
     by_ideal: Counter[str] = Counter()

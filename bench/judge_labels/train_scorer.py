@@ -3,13 +3,11 @@
     python bench/judge_labels/train_scorer.py            # cross-validate, fit, write the weights
     python bench/judge_labels/train_scorer.py --cv-only  # cross-validation table only
 
-Pairs the fast path decides never reach the scorer, so it is trained on the others. Similarities and the
-sentence-alignment features use the product's default encoder (the int8 MiniLM), each text embedded once.
-Each pair is seen both ways (``(a, b)`` and ``(b, a)`` with ``delete_a``/``delete_b`` swapped);
-``delete_any`` is the soft target half ``delete_a``, half ``delete_b``. The model is a multinomial logistic
-regression with an L2 penalty ``l2`` chosen by leave-one-conversation-out cross-validation on the tune
-conversations (the score is the pipeline's ideal-action accuracy on the held-out conversation, as ``score.py``
-counts it).
+Pairs the fast path decides never reach the scorer, so it is trained on the others. Each pair is seen
+both ways (``(a, b)`` and ``(b, a)`` with ``delete_a``/``delete_b`` swapped); ``delete_any`` is the soft
+target half ``delete_a``, half ``delete_b``. The model is a multinomial logistic regression with an L2
+penalty ``l2`` chosen by leave-one-conversation-out cross-validation on the tune conversations (the
+score is the pipeline's ideal-action accuracy on the held-out conversation, as ``score.py`` counts it).
 Writes ``memrefine_edge/data/scorer_weights.json`` (the packaged weights) and
 ``bench/results/scorer_training.json``.
 """
@@ -19,8 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -33,17 +29,9 @@ sys.path.insert(0, str(HERE))
 from pairs import PAIRS, outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
-from memrefine_edge.backends.encoder import Encoder  # noqa: E402
 from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
 from memrefine_edge.facts import fast_path  # noqa: E402
-from memrefine_edge.scorer import (  # noqa: E402
-    CLASSES,
-    FEATURES,
-    RedundancyScorer,
-    SentenceVectors,
-    pair_features,
-    swap_index,
-)
+from memrefine_edge.scorer import CLASSES, FEATURES, RedundancyScorer, pair_features, swap_index  # noqa: E402
 
 L2_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
 MIN_DELETE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6)
@@ -52,49 +40,19 @@ MAX_FACT_LOSING = 0.02  # the product's bound on fact-losing decisions
 WEIGHTS = REPO / "memrefine_edge" / "data" / "scorer_weights.json"
 
 
-class MemoEncoder(Encoder):
-    """The default encoder, each distinct text embedded once (every judge built here shares the vectors).
-
-    The default encoder embeds one text per run, so a text's vector does not depend on its batch-mates and
-    the memo returns what the product computes.
-    """
-
-    def __init__(self) -> None:
-        from memrefine_edge.backends.encoder import OnnxEncoder
-
-        self.inner = OnnxEncoder()
-        self.model_id, self.dim = self.inner.model_id, self.inner.dim
-        self.memo: dict[str, np.ndarray] = {}
-
-    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self.memo]
-        if missing:
-            self.memo.update(zip(missing, self.inner.embed(missing), strict=True))
-        return np.array([self.memo[t] for t in texts], dtype=np.float32).reshape(len(texts), self.dim)
-
-
-@cache
-def encoder() -> MemoEncoder:
-    """The one encoder of this run."""
-    return MemoEncoder()
-
-
-@cache
-def sentence_vectors() -> SentenceVectors:
-    """Sentence embeddings of every labelled text (no eviction: there are a few hundred)."""
-    return SentenceVectors(encoder(), max_texts=1_000_000)
-
-
 def load(split: str | None = None) -> list[dict]:
     """Labelled pairs with their text and the default encoder's similarity (computed here)."""
+    from memrefine_edge.backends.encoder import OnnxEncoder
+
     pairs = {r["id"]: r for r in map(json.loads, PAIRS.read_text().splitlines())}
     labels = [r for r in map(json.loads, (HERE / "labels.jsonl").read_text().splitlines())
               if split is None or r["split"] == split]
+    encoder = OnnxEncoder()
     out = []
     for lab in labels:
         p = pairs[lab["id"]]
         a, b = resolve(p["a"]), resolve(p["b"])
-        va, vb = encoder().embed([a, b])
+        va, vb = encoder.embed([a, b])
         out.append({**lab, "sample": p["sample"], "a": a, "b": b,
                     "sim": max(-1.0, min(1.0, float(va @ vb)))})
     return out
@@ -114,7 +72,7 @@ def design(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     perm, sign = swap_index()
     xs, ys = [], []
     for r in rows:
-        x = pair_features(r["a"], r["b"], r["sim"], sentence_vectors())
+        x = pair_features(r["a"], r["b"], r["sim"])
         y = target(r["ideal"])
         xs += [x, x[perm] * sign]
         ys += [y, y[[1, 0, 2, 3]]]
@@ -147,19 +105,13 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, *, iters: int = 4000, lr: float
             "coef": w[:, :-1].tolist(), "intercept": w[:, -1].tolist(), "l2": l2}
 
 
-_JUDGES: dict[tuple, object] = {}
-
-
 def judge_action(scorer: RedundancyScorer, r: dict, min_delete: float | None = None,
                  min_merge: float | None = None) -> str:
     """What the product's default judge decides (fast path first, then the scorer behind the fact checks)."""
-    key = (scorer, min_delete, min_merge)
-    if key not in _JUDGES:
-        from memrefine_edge.judge import ScorerJudge
+    from memrefine_edge.judge import ScorerJudge
 
-        _JUDGES[key] = ScorerJudge(scorer=scorer, encoder=encoder(), min_delete_probability=min_delete,
-                                   min_merge_probability=min_merge)
-    d = fast_path(r["a"], r["b"]) or _JUDGES[key].judge(r["a"], r["b"], r["sim"])
+    judge = ScorerJudge(scorer=scorer, min_delete_probability=min_delete, min_merge_probability=min_merge)
+    d = fast_path(r["a"], r["b"]) or judge.judge(r["a"], r["b"], r["sim"])
     return f"delete_{d.target}" if d.action == "delete" else d.action
 
 
