@@ -155,3 +155,26 @@ def test_the_undo_history_keeps_no_embeddings_and_undone_entries_are_embedded_ag
         assert export(store) == before
         assert store.stats().embedded < len(store)  # the restored entries wait for their embedding
         assert store.ensure_embeddings(HashEncoder()) > 0 and store.stats().embedded == len(store)
+
+
+@pytest.mark.parametrize("text", ["", "x", "scorer: preserve 0.97, merge 0.03, delete_a 0.00, delete_b 0.00",
+                                  "guard: deleting A would lose 'Zoë', '2023'; kept", "ß" * 300])
+def test_free_text_is_stored_packed_and_read_back_exactly(text):
+    from memrefine_edge.store.journal import pack_text, unpack_text
+
+    stored = pack_text(text)
+    assert unpack_text(stored) == text
+    assert stored is None if not text else len(stored if isinstance(stored, bytes) else text.encode()) <= len(
+        text.encode())
+
+
+def test_a_decision_of_the_audit_log_is_a_compact_row(tmp_path):
+    reason = "scorer: preserve 0.97, merge 0.03, delete_a 0.00, delete_b 0.00"
+    with make_store(tmp_path / "c.db") as store:
+        report = compressor(store, OneShot(Decision(action="preserve", target=None, reason=reason,
+                                                    source="scorer"))).run(budget=0.5, max_decisions=40)
+        ds = store.journal.decisions(report.run_id)
+        assert len(ds) == 40 and all(d.reason == reason and d.action == "preserve" for d in ds)
+        assert len(store.journal.preserved_pairs()) == 40
+        used = store._db.conn.execute("SELECT SUM(pgsize - unused) FROM dbstat WHERE name = 'audit'").fetchone()[0]
+        assert used / 40 < 60  # ids, action and source by number, the reason packed

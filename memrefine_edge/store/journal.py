@@ -14,10 +14,18 @@ resuming continues from the cursor.
 What the history keeps until ``purge_history``: the full text, keywords,
 timestamps, metadata, provenance and insertion number of every entry a
 decision removed, and every link that went with it; not its embedding, which
-is recomputed for an entry undo brings back. The decisions table (the audit
-log) keeps ids, sizes, actions, reasons and merge instructions; a purge
-blanks the reasons and merge instructions (free text that can quote what was
-removed) and keeps the rest, since it is how a user reviews what was done.
+is recomputed for an entry undo brings back. The audit log (table ``audit``,
+readable as the view ``decisions``) keeps ids, sizes, actions, reasons and
+merge instructions; a purge blanks the reasons and merge instructions (free
+text that can quote what was removed) and keeps the rest, since it is how a
+user reviews what was done.
+
+The audit log is compact (migration 0006): ids, actions and sources are
+interned once in ``strings`` and referenced by number, the run by its number,
+the time in unix seconds, the latency in whole microseconds, and what the
+action implies (the ids a delete or merge removed) is not stored again. Free
+text is stored packed (:func:`pack_text`: raw deflate with a fixed dictionary
+of the judges' wording) when that is shorter.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,12 +59,53 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .core import MemoryStore
 
-__all__ = ["RunJournal", "RunInfo", "DecisionRecord", "Effect"]
+__all__ = ["RunJournal", "RunInfo", "DecisionRecord", "Effect", "pack_text", "unpack_text"]
 
+#: The first byte of a packed text: raw deflate with :data:`_TEXT_DICTIONARY`. Part of the file
+#: format: never change the dictionary of a tag that has shipped; add a tag with a new one.
+_PACKED_V1 = b"\x01"
+_TEXT_DICTIONARY = (
+    b"logprobs target a= b= judge output invalid twice; preserved (no rule applies and no judge model is "
+    b"configured strict budget: merge could not keep every fact; preserved (exact duplicate duplicate up to "
+    b"case, punctuation and whitespace both entries are greetings, thanks or small talk each entry holds facts "
+    b"of its own; similarity distinct facts (e.g. facts of A are all in the other entry guard: deleting A would "
+    b"lose guard: both entries hold facts of their own (e.g. ) and guard: B holds no fact the other lacks; "
+    b"deleted entry A is contained in entry B entry B is contained in entry A entry A is only greetings, thanks "
+    b"or small talk entry B is only greetings, thanks or small talk Merge A and B into one entry that keeps "
+    b"every fact of both and who said it; from A keep: ; from B keep: scorer: merge 0.0, delete_a 0.0, "
+    b"delete_b 0.0, preserve 0.9, merge 0.0, delete_a 0.00, delete_b 0.00scorer: preserve 0.9"
+)
+
+
+def pack_text(text: str) -> str | bytes | None:
+    """How the audit log stores a free text: None for ``""``, else the shorter of the text and its packed bytes."""
+    if not text:
+        return None
+    raw = text.encode("utf-8")
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _TEXT_DICTIONARY)
+    packed = _PACKED_V1 + packer.compress(raw) + packer.flush()
+    return packed if len(packed) < len(raw) else text
+
+
+def unpack_text(value: str | bytes | None) -> str:
+    """The text :func:`pack_text` stored."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if value[:1] != _PACKED_V1:
+        raise ValueError(f"unknown packed text tag {value[:1]!r}")
+    unpacker = zlib.decompressobj(-15, _TEXT_DICTIONARY)
+    return (unpacker.decompress(value[1:]) + unpacker.flush()).decode("utf-8")
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _iso(at: int | str) -> str:
+    """The audit time as ISO text (stored as unix seconds)."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds") if isinstance(at, int) else at
 
 
 @dataclass(frozen=True)
@@ -109,6 +159,26 @@ class RunJournal:
     def __init__(self, store: "MemoryStore", db: "sqlite_utils.Database") -> None:
         self._store = store
         self._db = db
+        self._run_nums: dict[str, int] = {}  # committed by start_run, never deleted: safe to keep
+
+    def _run_num(self, run_id: str) -> int:
+        num = self._run_nums.get(run_id)
+        if num is None:
+            row = self._db.conn.execute("SELECT num FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise RunNotFoundError(f"no run {run_id!r} in this store (see `memrefine log`)")
+            num = self._run_nums[run_id] = int(row[0])
+        return num
+
+    def _string(self, text: str | None) -> int | None:
+        """The number of ``text`` in ``strings`` (added if new; inside the caller's transaction)."""
+        if text is None:
+            return None
+        conn = self._db.conn
+        row = conn.execute("SELECT num FROM strings WHERE text = ?", (text,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        return int(conn.execute("INSERT INTO strings (text) VALUES (?)", (text,)).lastrowid)
 
     # --- runs ----------------------------------------------------------------
 
@@ -156,20 +226,25 @@ class RunJournal:
     def decisions(self, run_id: str | None = None) -> list[DecisionRecord]:
         """Audited decisions, of one run or of all, in order."""
         sql = (
-            "SELECT run_id, step, a_id, b_id, similarity, action, target, source, reason, merge_instruction,"
-            " created_ids, removed_ids, size_before, size_after, latency_ms, at FROM decisions"
+            "SELECT r.run_id, d.step, sa.text, sb.text, d.similarity, sact.text, st.text, ssrc.text, d.reason,"
+            " d.merge_instruction, sm.text, d.created_ids, d.removed_ids, d.size_before, d.size_after,"
+            " d.latency_us, d.at FROM audit d JOIN runs r ON r.num = d.run"
+            " JOIN strings sact ON sact.num = d.action JOIN strings ssrc ON ssrc.num = d.source"
+            " LEFT JOIN strings sa ON sa.num = d.a LEFT JOIN strings sb ON sb.num = d.b"
+            " LEFT JOIN strings st ON st.num = d.target LEFT JOIN strings sm ON sm.num = d.made"
         )
         args: tuple[Any, ...] = ()
         if run_id is not None:
-            self.run(run_id)
-            sql += " WHERE run_id = ?"
-            args = (run_id,)
-        rows = self._db.conn.execute(sql + " ORDER BY rowid", args).fetchall()
+            sql += " WHERE d.run = ?"
+            args = (self._run_num(self.run(run_id).run_id),)
+        rows = self._db.conn.execute(sql + " ORDER BY d.run, d.step", args).fetchall()
         return [
             DecisionRecord(run_id=r[0], step=r[1], a_id=r[2], b_id=r[3], similarity=r[4], action=r[5], target=r[6],
-                           source=r[7], reason=r[8], merge_instruction=r[9], created_ids=json.loads(r[10]),
-                           removed_ids=json.loads(r[11]), size_before=r[12], size_after=r[13], latency_ms=r[14],
-                           at=r[15])
+                           source=r[7], reason=unpack_text(r[8]), merge_instruction=unpack_text(r[9]),
+                           created_ids=json.loads(r[11]) if r[11] is not None else ([r[10]] if r[10] is not None else []),
+                           removed_ids=json.loads(r[12]) if r[12] is not None else _implied_removed(r[5], r[2], r[3],
+                                                                                                   r[6]),
+                           size_before=r[13], size_after=r[14], latency_ms=r[15] / 1000, at=_iso(r[16]))
             for r in rows
         ]
 
@@ -183,7 +258,9 @@ class RunJournal:
 
     def preserved_pairs(self) -> list[tuple[str, str]]:
         """Pairs judged preserve (either order is the same pair)."""
-        return [(r[0], r[1]) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved")]
+        return [(r[0], r[1]) for r in self._db.conn.execute(
+            "SELECT sa.text, sb.text FROM preserves p JOIN strings sa ON sa.num = p.a JOIN strings sb ON sb.num = p.b"
+            " ORDER BY sa.text, sb.text")]
 
     # --- applying decisions --------------------------------------------------
 
@@ -224,14 +301,20 @@ class RunJournal:
         latency_ms: float,
     ) -> None:
         conn = self._db.conn
+        s = self._string
+        created = list(effect.created)
+        made = created[0] if len(created) == 1 else None
+        removed = list(effect.removed)
         conn.execute(
-            "INSERT INTO decisions (run_id, step, a_id, b_id, similarity, action, target, source, reason,"
-            " merge_instruction, created_ids, removed_ids, size_before, size_after, latency_ms, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO audit (run, step, a, b, similarity, action, target, made, source, reason, merge_instruction,"
+            " size_before, size_after, latency_us, at, removed_ids, created_ids)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                run_id, step, pair[0], pair[1], pair[2], action, target, source, reason, merge_instruction,
-                json.dumps(list(effect.created)), json.dumps(list(effect.removed)), effect.size_before,
-                self._store.running_size(metric), float(latency_ms), _now(),
+                self._run_num(run_id), step, s(pair[0]), s(pair[1]), pair[2], s(action), s(target), s(made),
+                s(source), pack_text(reason), pack_text(merge_instruction), effect.size_before,
+                self._store.running_size(metric), round(float(latency_ms) * 1000), int(time.time()),
+                None if removed == _implied_removed(action, pair[0], pair[1], target) else json.dumps(removed),
+                None if created == ([made] if made is not None else []) else json.dumps(created),
             ),
         )
         cur = conn.execute("UPDATE runs SET cursor = ? WHERE run_id = ? AND cursor = ?", (step + 1, run_id, step))
@@ -274,7 +357,8 @@ class RunJournal:
             else:
                 lo, hi = sorted((a_id, b_id))
                 self._db.conn.execute(
-                    "INSERT OR IGNORE INTO preserved (a_id, b_id, run_id) VALUES (?, ?, ?)", (lo, hi, run_id)
+                    "INSERT OR IGNORE INTO preserves (a, b, run) VALUES (?, ?, ?)",
+                    (self._string(lo), self._string(hi), self._run_num(run_id)),
                 )
                 effect = Effect(removed=(), created=(), size_before=before)
             self._record(
@@ -367,7 +451,7 @@ class RunJournal:
                     (run_id, d.step),
                 ).fetchall()
                 self._store.add_links(links)
-            conn.execute("DELETE FROM preserved WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM preserves WHERE run = ?", (self._run_num(run_id),))
             conn.execute("DELETE FROM history WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM history_links WHERE run_id = ?", (run_id,))
             conn.execute("UPDATE runs SET status = 'undone', finished_at = ? WHERE run_id = ?", (_now(), run_id))
@@ -405,10 +489,18 @@ class RunJournal:
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"purged:{run_id}", _now()))
             conn.execute("DELETE FROM history WHERE run_id != ?", (keep,))
             conn.execute("DELETE FROM history_links WHERE run_id != ?", (keep,))
-            conn.execute("UPDATE decisions SET reason = '', merge_instruction = ''"
-                         " WHERE run_id != ? AND (reason != '' OR merge_instruction != '')", (keep,))
+            keep_num = self._run_num(keep) if keep else -1
+            conn.execute("UPDATE audit SET reason = NULL, merge_instruction = NULL"
+                         " WHERE run != ? AND (reason IS NOT NULL OR merge_instruction IS NOT NULL)", (keep_num,))
         self._store.vacuum()
         return n
+
+
+def _implied_removed(action: str, a_id: str | None, b_id: str | None, target: str | None) -> list[str]:
+    """The ids a decision removed, as its action implies (what the audit log does not store again)."""
+    if action == "merge":
+        return [a_id, b_id]  # type: ignore[list-item]
+    return [target] if target is not None else []
 
 
 def _run_info(row: Sequence[Any]) -> RunInfo:

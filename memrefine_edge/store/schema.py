@@ -214,6 +214,128 @@ MIGRATIONS: list[Migration] = [
         END;
         """,
     ),
+    Migration(
+        "0006_compact_journal",
+        """
+        -- The audit log names entries, actions and sources by small integers: every such
+        -- string once in `strings`, every run once in `runs` (rebuilt with a stable integer
+        -- key: VACUUM keeps the rowid only of an INTEGER PRIMARY KEY). Each decision is one
+        -- row of `audit` keyed by (run, step); what the action implies is not stored again
+        -- (removed_ids / created_ids are NULL unless they differ from it). Free text is
+        -- NULL when empty, else TEXT or a packed BLOB (journal.pack_text). `decisions` and
+        -- `preserved` stay readable, as views with the columns of migration 0002.
+        CREATE TABLE strings (num INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
+        CREATE TABLE runs_0006 (
+            num INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL UNIQUE,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            status TEXT NOT NULL,
+            method TEXT NOT NULL,
+            params TEXT NOT NULL,
+            cursor INTEGER NOT NULL DEFAULT 0,
+            report TEXT
+        );
+        INSERT INTO runs_0006 (num, run_id, started_at, finished_at, status, method, params, cursor, report)
+            SELECT rowid, run_id, started_at, finished_at, status, method, params, cursor, report
+            FROM runs ORDER BY rowid;
+        INSERT OR IGNORE INTO strings (text)
+            SELECT v FROM (
+                SELECT rowid AS o, 0 AS k, action AS v FROM decisions
+                UNION ALL SELECT rowid, 1, source FROM decisions
+                UNION ALL SELECT rowid, 2, a_id FROM decisions
+                UNION ALL SELECT rowid, 3, b_id FROM decisions
+                UNION ALL SELECT rowid, 4, target FROM decisions
+                UNION ALL SELECT rowid, 5, json_extract(created_ids, '$[0]') FROM decisions
+                    WHERE json_array_length(created_ids) = 1
+                UNION ALL SELECT 1e18, 6, a_id FROM preserved
+                UNION ALL SELECT 1e18, 7, b_id FROM preserved
+            ) WHERE v IS NOT NULL ORDER BY o, k;
+        CREATE TABLE audit (
+            run INTEGER NOT NULL,               -- runs.num
+            step INTEGER NOT NULL,
+            a INTEGER,                          -- strings.num of the pair's ids
+            b INTEGER,
+            similarity REAL,
+            action INTEGER NOT NULL,            -- strings.num: delete, merge, preserve, evict
+            target INTEGER,                     -- strings.num: the id a delete or evict removed
+            made INTEGER,                       -- strings.num: the id a merge created
+            source INTEGER NOT NULL,            -- strings.num: rule, scorer, llm, guard, evict, fallback
+            reason,                             -- NULL (none), TEXT, or packed BLOB
+            merge_instruction,
+            size_before INTEGER NOT NULL,
+            size_after INTEGER NOT NULL,
+            latency_us INTEGER NOT NULL DEFAULT 0,
+            at,                                 -- unix seconds (or the ISO text of an older row it cannot hold)
+            removed_ids TEXT,                   -- NULL: merge -> [a, b], a target -> [target], else []
+            created_ids TEXT,                   -- NULL: a made id -> [made], else []
+            PRIMARY KEY (run, step)
+        ) WITHOUT ROWID;
+        INSERT INTO audit (run, step, a, b, similarity, action, target, made, source, reason, merge_instruction,
+                           size_before, size_after, latency_us, at, removed_ids, created_ids)
+            SELECT r.num, d.step, sa.num, sb.num, d.similarity, sact.num, st.num, sm.num, ssrc.num,
+                   NULLIF(d.reason, ''), NULLIF(d.merge_instruction, ''), d.size_before, d.size_after,
+                   CAST(ROUND(d.latency_ms * 1000) AS INTEGER),
+                   CASE WHEN strftime('%Y-%m-%dT%H:%M:%S+00:00', d.at) = d.at
+                        THEN CAST(strftime('%s', d.at) AS INTEGER) ELSE d.at END,
+                   CASE WHEN (SELECT json_group_array(value) FROM json_each(d.removed_ids))
+                             = (CASE WHEN d.action = 'merge' THEN json_array(d.a_id, d.b_id)
+                                     WHEN d.target IS NOT NULL THEN json_array(d.target) ELSE '[]' END)
+                        THEN NULL ELSE d.removed_ids END,
+                   CASE WHEN (SELECT json_group_array(value) FROM json_each(d.created_ids))
+                             = (CASE WHEN sm.num IS NOT NULL THEN json_array(sm.text) ELSE '[]' END)
+                        THEN NULL ELSE d.created_ids END
+            FROM decisions d
+            JOIN runs_0006 r ON r.run_id = d.run_id
+            JOIN strings sact ON sact.text = d.action
+            JOIN strings ssrc ON ssrc.text = d.source
+            LEFT JOIN strings sa ON sa.text = d.a_id
+            LEFT JOIN strings sb ON sb.text = d.b_id
+            LEFT JOIN strings st ON st.text = d.target
+            LEFT JOIN strings sm ON sm.text = json_extract(d.created_ids, '$[0]')
+                AND json_array_length(d.created_ids) = 1
+            ORDER BY d.rowid;
+        -- Pairs judged preserve (a's id < b's id): never proposed again.
+        CREATE TABLE preserves (
+            a INTEGER NOT NULL,                 -- strings.num
+            b INTEGER NOT NULL,
+            run INTEGER NOT NULL,               -- runs.num
+            PRIMARY KEY (a, b)
+        ) WITHOUT ROWID;
+        INSERT INTO preserves (a, b, run)
+            SELECT sa.num, sb.num, r.num FROM preserved p
+            JOIN strings sa ON sa.text = p.a_id JOIN strings sb ON sb.text = p.b_id
+            JOIN runs_0006 r ON r.run_id = p.run_id;
+        DROP TABLE decisions;
+        DROP TABLE preserved;
+        DROP TABLE runs;
+        ALTER TABLE runs_0006 RENAME TO runs;
+        CREATE VIEW decisions AS
+            SELECT d.run * 4294967296 + d.step AS rowid, r.run_id AS run_id, d.step AS step, sa.text AS a_id,
+                   sb.text AS b_id, d.similarity AS similarity, sact.text AS action, st.text AS target,
+                   ssrc.text AS source, COALESCE(d.reason, '') AS reason,
+                   COALESCE(d.merge_instruction, '') AS merge_instruction,
+                   COALESCE(d.created_ids, CASE WHEN d.made IS NULL THEN '[]' ELSE json_array(sm.text) END)
+                       AS created_ids,
+                   COALESCE(d.removed_ids, CASE WHEN sact.text = 'merge' THEN json_array(sa.text, sb.text)
+                                                WHEN d.target IS NOT NULL THEN json_array(st.text)
+                                                ELSE '[]' END) AS removed_ids,
+                   d.size_before AS size_before, d.size_after AS size_after, d.latency_us / 1000.0 AS latency_ms,
+                   CASE WHEN typeof(d.at) = 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S+00:00', d.at, 'unixepoch')
+                        ELSE d.at END AS at
+            FROM audit d
+            JOIN runs r ON r.num = d.run
+            JOIN strings sact ON sact.num = d.action
+            JOIN strings ssrc ON ssrc.num = d.source
+            LEFT JOIN strings sa ON sa.num = d.a
+            LEFT JOIN strings sb ON sb.num = d.b
+            LEFT JOIN strings st ON st.num = d.target
+            LEFT JOIN strings sm ON sm.num = d.made;
+        CREATE VIEW preserved AS
+            SELECT sa.text AS a_id, sb.text AS b_id, r.run_id AS run_id FROM preserves p
+            JOIN strings sa ON sa.num = p.a JOIN strings sb ON sb.num = p.b JOIN runs r ON r.num = p.run;
+        """,
+    ),
 ]
 
 

@@ -1,0 +1,90 @@
+"""File footprint of a compressed store: conv-30 as turns, compressed to 50% with the default configuration.
+
+Imports LoCoMo conv-30 (one entry per turn) into a temporary store, compresses it to 50% of its json
+bytes with the default, model-free judge, and measures the SQLite file against the store's json bytes
+with the undo history kept and after ``purge-history``, with what each table and index takes
+(``dbstat``). Writes ``bench/results/footprint.json`` (sizes only: no LoCoMo text, no paths).
+
+    python bench/footprint.py            # LoCoMo from ../shared/data/locomo, or MEMREFINE_LOCOMO
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = "conv-30"
+#: The acceptance line: file bytes per json byte with the history kept, and after purge-history.
+TARGETS = {"with_history": 6.0, "after_purge": 3.0}
+
+
+def _locomo() -> Path:
+    folder = Path(os.environ.get("MEMREFINE_LOCOMO") or ROOT.parent / "shared" / "data" / "locomo")
+    path = folder / "locomo-dev.json" if folder.is_dir() else folder
+    if not path.exists():
+        sys.exit(f"LoCoMo not found at {path}; set MEMREFINE_LOCOMO")
+    return path
+
+
+def _memrefine(*args: str) -> str:
+    exe = Path(sys.executable).with_name("memrefine")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "memrefine_edge.cli"]
+    return subprocess.run([*cmd, *args], check=True, capture_output=True, text=True).stdout
+
+
+def composition(db: Path) -> dict:
+    """File size, page settings and the bytes of every table and index (pages, used bytes, rows)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        objects = {}
+        for name, pages, size, used in conn.execute(
+                "SELECT name, COUNT(*), SUM(pgsize), SUM(pgsize - unused) FROM dbstat GROUP BY name ORDER BY 3 DESC"):
+            kind = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+            rows = (conn.execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0]
+                    if kind is None or kind[0] == "table" else None)
+            objects[name] = {"pages": pages, "bytes": size, "used": used, "rows": rows,
+                             "used_per_row": round(used / rows, 1) if rows else None}
+        json_bytes = conn.execute("SELECT value FROM totals WHERE name = 'json_bytes'").fetchone()[0]
+        pragmas = {p: conn.execute(f"PRAGMA {p}").fetchone()[0]
+                   for p in ("page_size", "page_count", "freelist_count", "auto_vacuum")}
+    finally:
+        conn.close()
+    file_bytes = db.stat().st_size
+    return {"file_bytes": file_bytes, "json_bytes": json_bytes, "ratio": round(file_bytes / json_bytes, 2),
+            **pragmas, "objects": objects}
+
+
+def main() -> None:
+    data = _locomo()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "conv30.db"
+        _memrefine("import", "--format", "locomo-turns", str(data), "--sample", SAMPLE, "--db", str(db))
+        report = json.loads(_memrefine("compress", "--db", str(db), "--budget", "0.5", "--json"))
+        stats = json.loads(_memrefine("stats", "--db", str(db), "--json", "--recount"))
+        with_history = composition(db)
+        _memrefine("purge-history", "--db", str(db), "--yes")
+        after_purge = composition(db)
+    result = {
+        "sample": SAMPLE, "format": "locomo-turns", "budget": 0.5, "judge": "default (model-free)",
+        "actions": report["actions"], "decisions": report["decisions"], "entries": report["after"]["entries"],
+        "history_entries": stats["history_entries"], "history_bytes": stats["history_bytes"],
+        "with_history": with_history, "after_purge": after_purge,
+        "targets": {k: {"ratio_at_most": v, "ratio": r[k]["ratio"], "met": r[k]["ratio"] <= v}
+                    for r in [{"with_history": with_history, "after_purge": after_purge}] for k, v in TARGETS.items()},
+    }
+    out = ROOT / "bench" / "results" / "footprint.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for key in TARGETS:
+        t = result["targets"][key]
+        print(f"{key}: file {result[key]['file_bytes']:,} B = {t['ratio']}x json (target <= {t['ratio_at_most']}x: "
+              f"{'met' if t['met'] else 'not met'})")
+
+
+if __name__ == "__main__":
+    main()

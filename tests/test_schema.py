@@ -1,0 +1,117 @@
+"""Schema migrations: a store written with an earlier schema opens, migrates and keeps working."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from memrefine_edge.entry import content_hash, json_size
+from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.store.files import APPLICATION_ID
+from memrefine_edge.store.schema import MIGRATIONS, split_sql
+
+RUN = "20250101-000000-abcdef"
+ENTRIES = [Entry(id=i, content=f"Entry {i}: Ana's note number {n}.", timestamps=("2023-05-0%d" % n,),
+                 provenance=(f"D1:{n}",)) for n, i in enumerate(["a", "b", "c", "d", "é"], 1)]
+MERGED = Entry(id="m", content="Entry a and d: Ana's notes 1 and 4.", provenance=("D1:1", "D1:4"))
+
+#: (step, a_id, b_id, similarity, action, target, source, reason, merge_instruction, created, removed, latency_ms)
+OLD_DECISIONS = [
+    (0, "a", "b", 0.9512345678901234, "delete", "b", "scorer",
+     "scorer: delete_b 0.91, preserve 0.05, merge 0.03, delete_a 0.01", "", [], ["b"], 0.7131009988370351),
+    (1, "a", "c", 0.9, "preserve", None, "rule", "", "", [], [], 0.25),
+    (2, "d", "a", 0.8, "merge", None, "llm", "same event", "Merge A and B; keep the dates", ["m"], ["d", "a"], 12.5),
+    (3, "c", None, None, "evict", "c", "evict", "strict budget: over by 10 B", "", [], ["c"], 0.0),
+    (4, "é", "m", 0.7, "delete", "é", "guard", "guard: deleting A would lose 'é'", "", [], ["é"], 1.0),
+]
+
+
+def _old_store(path: Path) -> None:
+    """A store as migrations 0001-0005 and the journal of that schema wrote it: one run of five decisions."""
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for migration in MIGRATIONS[:5]:
+        for statement in split_sql(migration.sql):
+            conn.execute(statement)
+        conn.execute("INSERT INTO _migrations VALUES (?, datetime('now'))", (migration.name,))
+
+    def row(e: Entry, seq: int) -> tuple:
+        return (seq, e.id, e.content, json.dumps(list(e.keywords)), json.dumps(list(e.timestamps)),
+                json.dumps(dict(e.metadata)), json.dumps(list(e.provenance)), content_hash(e.content), json_size(e))
+
+    cols = "seq, id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes"
+    conn.execute(f"INSERT INTO entries ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row(MERGED, 6))
+    for seq, e in enumerate(ENTRIES, 1):
+        if e.id != "é":  # removed by the run: kept in its history for undo
+            step = {"b": 0, "a": 2, "d": 2, "c": 3}[e.id]
+            conn.execute(f"INSERT INTO history (run_id, step, {cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (RUN, step, *row(e, seq)))
+    conn.execute(f"INSERT INTO history (run_id, step, {cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 (RUN, 4, *row(ENTRIES[4], 5)))
+    conn.execute("INSERT INTO runs (run_id, started_at, finished_at, status, method, params, cursor, report)"
+                 " VALUES ('20240101-000000-000000', '2024-01-01T00:00:00+00:00', NULL, 'undone', 'memrefine',"
+                 " '{}', 0, NULL)")
+    conn.execute("INSERT INTO runs (run_id, started_at, finished_at, status, method, params, cursor, report)"
+                 " VALUES (?, '2025-01-01T00:00:00+00:00', '2025-01-01T00:00:05+00:00', 'done', 'memrefine', '{}',"
+                 " 5, '{}')", (RUN,))
+    for step, a, b, sim, action, target, source, reason, instruction, created, removed, lat in OLD_DECISIONS:
+        conn.execute(
+            "INSERT INTO decisions (run_id, step, a_id, b_id, similarity, action, target, source, reason,"
+            " merge_instruction, created_ids, removed_ids, size_before, size_after, latency_ms, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (RUN, step, a, b, sim, action, target, source, reason, instruction, json.dumps(created),
+             json.dumps(removed), 1000 - step, 999 - step, lat,
+             "2025-01-01 00:00:01" if step == 3 else f"2025-01-01T00:00:0{step}+00:00"))
+    conn.execute("INSERT INTO preserved (a_id, b_id, run_id) VALUES ('a', 'c', ?)", (RUN,))
+    conn.commit()
+    conn.close()
+
+
+def test_a_store_of_the_previous_schema_migrates_and_its_run_still_undoes(tmp_path):
+    path = tmp_path / "old.db"
+    _old_store(path)
+    with sqlite3.connect(path) as conn:
+        old_view = conn.execute("SELECT * FROM decisions ORDER BY rowid").fetchall()
+    conn.close()
+    with MemoryStore(path) as store:
+        assert store.applied_migrations == [m.name for m in MIGRATIONS]
+        decisions = store.journal.decisions(RUN)
+        got = [(d.step, d.a_id, d.b_id, d.similarity, d.action, d.target, d.source, d.reason, d.merge_instruction,
+                d.created_ids, d.removed_ids, d.latency_ms) for d in decisions]
+        # Latencies are kept to the microsecond.
+        assert got == [(*d[:-1], round(d[-1], 3)) for d in OLD_DECISIONS]
+        assert [d.at for d in decisions][:3] == ["2025-01-01T00:00:00+00:00", "2025-01-01T00:00:01+00:00",
+                                                 "2025-01-01T00:00:02+00:00"]
+        assert decisions[3].at == "2025-01-01 00:00:01"  # a time it cannot hold as seconds stays as written
+        assert [(d.size_before, d.size_after) for d in decisions] == [(1000 - s, 999 - s) for s in range(5)]
+        assert store.journal.preserved_pairs() == [("a", "c")]
+        assert [r.run_id for r in store.journal.runs()] == ["20240101-000000-000000", RUN]
+        assert [e.id for e in store.entries()] == ["m"]
+        store.journal.undo(RUN)
+        assert [e.counted_fields() for e in store.entries()] == [e.counted_fields() for e in ENTRIES]
+        assert [store.seq_of(e.id) for e in ENTRIES] == [1, 2, 3, 4, 5]
+        assert store.journal.preserved_pairs() == []
+        assert all(v["total"] == v["recount"] for v in store.recount().values())
+    with sqlite3.connect(path) as conn:  # the audit log reads as before through the view
+        new_view = conn.execute("SELECT * FROM decisions ORDER BY rowid").fetchall()
+    conn.close()
+    assert len(new_view) == len(old_view) == 5
+    for old, new in zip(old_view, new_view, strict=True):  # the view's first column is its rowid
+        new = new[1:]
+        assert old[:8] == new[:8] and old[12:14] == new[12:14]  # ids, similarity, action, target, source, sizes
+        assert json.loads(old[10]) == json.loads(new[10]) and json.loads(old[11]) == json.loads(new[11])
+        assert abs(old[14] - new[14]) < 1e-3
+
+
+def test_the_audit_log_stores_what_the_action_implies_only_once(tmp_path):
+    path = tmp_path / "old.db"
+    _old_store(path)
+    with MemoryStore(path) as store:
+        rows = store._db.conn.execute("SELECT removed_ids, created_ids, typeof(at) FROM audit ORDER BY step").fetchall()
+        strings = [r[0] for r in store._db.conn.execute("SELECT text FROM strings")]
+    assert all(r[0] is None and r[1] is None for r in rows)  # implied by action, target, pair and made
+    assert [r[2] for r in rows] == ["integer"] * 3 + ["text", "integer"]
+    assert len(strings) == len(set(strings))
+    assert {"delete", "merge", "preserve", "evict", "a", "b", "m", "é"} <= set(strings)
