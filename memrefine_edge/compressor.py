@@ -300,9 +300,10 @@ class Compressor:
         from .pairs import PairQueue
 
         t = time.perf_counter()
-        # The queue takes the float32 matrix as it is (no copy) and is its only holder.
+        # The queue takes the float32 matrix as it is (no copy) and is its only holder, so it
+        # may compact it in place (at 100k entries a second matrix would be another 154 MB).
         queue = PairQueue(*store.embeddings(model_id=self.encoder.model_id), k=self.k,
-                          excluded=journal.preserved_pairs())
+                          excluded=journal.preserved_pairs(), writable=True)
         clock["pairs"] += time.perf_counter() - t
         self.method.prepare(store)
 

@@ -218,7 +218,10 @@ class PairQueue:
     costs O(c²·d) at build. Memory: the float32 vectors (one copy; a
     C-contiguous float32 ``vectors`` is used as given, not copied, so the
     caller must not change it afterwards) with 1/8 headroom for adds, plus
-    O(n·k). Removed rows are compacted in place. Not thread-safe.
+    O(n·k). Removed rows are compacted in place; the caller's array only
+    with ``writable=True`` (pass it when nothing else reads the array:
+    otherwise the first add after removals copies the matrix, and for a
+    moment two are alive). Not thread-safe.
     """
 
     def __init__(
@@ -232,6 +235,7 @@ class PairQueue:
         tile_cols: int = 4096,
         refill_k: int | None = None,
         compact_min: int = 256,
+        writable: bool = False,
     ) -> None:
         if int(k) < 1:
             raise ValueError(f"k must be >= 1, got {k}")
@@ -266,7 +270,9 @@ class PairQueue:
         # beside it and are moved in when it is compacted or grown.
         self._x = x
         self._nrows = n
-        self._owned = False  # self._x is still the caller's array: never written to
+        # Whether self._x may be written to (compacted in place): the caller's array only if
+        # it said so (then no second matrix is ever allocated while the first is alive).
+        self._owned = bool(writable) or x is not vectors
         self._row_of = _grown(np.arange(n, dtype=np.int64), cap, -1)
         self._idx_of_row = np.arange(n, dtype=np.int64)
         self._row_alive = np.ones(n, dtype=bool)

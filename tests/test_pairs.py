@@ -380,6 +380,23 @@ def test_bad_construction():
         PairQueue(["a", "b"], np.eye(2, dtype=np.float32), tile_cols=0)
 
 
+def test_writable_matrix_is_compacted_in_place():
+    # With writable=True the queue reuses the caller's array: removals then adds
+    # compact it in place instead of allocating a second matrix; same order.
+    x = make_data("gauss", 80, 6, 600)
+    ids = [f"e{i}" for i in range(80)]
+    given = x.copy()
+    q = PairQueue(ids, given, k=2, writable=True, compact_min=4)
+    judge = ScriptedJudge(601, 6)
+    drive(q, NaiveOrder(ids, x), judge, dict(zip(ids, x, strict=True)))
+    assert judge.merges > 0 and q._x is given  # merged rows went into the same memory
+    # Not writable (the default): the caller's array is never written to.
+    given = x.copy()
+    q = PairQueue(ids, given, k=2, compact_min=4)
+    drive(q, NaiveOrder(ids, x), ScriptedJudge(601, 6), dict(zip(ids, x, strict=True)))
+    assert np.array_equal(given, x) and q._x is not given
+
+
 @pytest.mark.parametrize("refill_k", [None, 1, 2, 7])
 def test_refill_length_does_not_change_the_order(refill_k):
     # Lists that run dry are rescanned to refill_k partners (default 4 k): the

@@ -178,7 +178,9 @@ class RunJournal:
         row = conn.execute("SELECT num FROM strings WHERE text = ?", (text,)).fetchone()
         if row is not None:
             return int(row[0])
-        return int(conn.execute("INSERT INTO strings (text) VALUES (?)", (text,)).lastrowid)
+        num = conn.execute("INSERT INTO strings (text) VALUES (?)", (text,)).lastrowid
+        assert num is not None  # an INSERT into a rowid table always sets it
+        return num
 
     # --- runs ----------------------------------------------------------------
 
@@ -238,15 +240,17 @@ class RunJournal:
             sql += " WHERE d.run = ?"
             args = (self._run_num(self.run(run_id).run_id),)
         rows = self._db.conn.execute(sql + " ORDER BY d.run, d.step", args).fetchall()
-        return [
-            DecisionRecord(run_id=r[0], step=r[1], a_id=r[2], b_id=r[3], similarity=r[4], action=r[5], target=r[6],
-                           source=r[7], reason=unpack_text(r[8]), merge_instruction=unpack_text(r[9]),
-                           created_ids=json.loads(r[11]) if r[11] is not None else ([r[10]] if r[10] is not None else []),
-                           removed_ids=json.loads(r[12]) if r[12] is not None else _implied_removed(r[5], r[2], r[3],
-                                                                                                   r[6]),
-                           size_before=r[13], size_after=r[14], latency_ms=r[15] / 1000, at=_iso(r[16]))
-            for r in rows
-        ]
+        return [self._record_of(r) for r in rows]
+
+    @staticmethod
+    def _record_of(r: tuple) -> "DecisionRecord":
+        """One audit row (as :meth:`decisions` selects it) as a record; implied ids are filled back in."""
+        created = json.loads(r[11]) if r[11] is not None else ([r[10]] if r[10] is not None else [])
+        removed = json.loads(r[12]) if r[12] is not None else _implied_removed(r[5], r[2], r[3], r[6])
+        return DecisionRecord(run_id=r[0], step=r[1], a_id=r[2], b_id=r[3], similarity=r[4], action=r[5],
+                              target=r[6], source=r[7], reason=unpack_text(r[8]),
+                              merge_instruction=unpack_text(r[9]), created_ids=created, removed_ids=removed,
+                              size_before=r[13], size_after=r[14], latency_ms=r[15] / 1000, at=_iso(r[16]))
 
     def evicted_links(self, run_id: str) -> list[tuple[str, str]]:
         """Links (``src, dst``) that the evictions of ``run_id`` removed, from the undo history."""
