@@ -53,69 +53,14 @@ from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
+from .similarity import NEG_INF, pair_scores, screen_columns, screen_rows, similarity_matrix, threshold
+
 __all__ = ["PairQueue", "pair_scores", "similarity_matrix"]
 
 _U32 = 2.0**-24  # float32 unit roundoff
-_NEG_INF = np.float32(-np.inf)
-CHUNK_ELEMS = 1 << 16  # float64 elements per temporary in the exact scorer: stays in L2
 #: Scan temporaries (BLAS scores of a block of rows against every row) are kept under this many
 #: float32 elements (32 MiB): at n = 100k a block is 80 rows, not the 1,024 that would need 400 MiB.
 SCAN_ELEMS = 1 << 23
-
-
-def _tree_sum(p: np.ndarray) -> np.ndarray:
-    """Sum the last axis in one fixed pairwise order: halves are added elementwise.
-
-    Elementwise IEEE additions give the same bits for the same operands no
-    matter how many pairs are evaluated together; that is the whole point.
-    """
-    while p.shape[-1] > 1:
-        w = p.shape[-1]
-        h = w // 2
-        s = p[..., :h] + p[..., h : 2 * h]
-        if w % 2:
-            s = np.concatenate((s, p[..., 2 * h :]), axis=-1)
-        p = s
-    return p[..., 0]
-
-
-def pair_scores(a: np.ndarray, b: np.ndarray, *, chunk_elems: int = CHUNK_ELEMS) -> np.ndarray:
-    """Exact-product, fixed-order dot products of row-aligned pairs.
-
-    ``a`` and ``b`` are ``(m, d)``; row ``i`` of the result is the score of
-    ``(a[i], b[i])`` as float64. Inputs are rounded to float32 first, so the
-    value is a function of the float32 vectors only (and symmetric).
-    """
-    a32 = np.asarray(a, dtype=np.float32)
-    b32 = np.asarray(b, dtype=np.float32)
-    if a32.shape != b32.shape or a32.ndim != 2:
-        raise ValueError(f"pair_scores needs two (m, d) arrays of one shape, got {a32.shape} and {b32.shape}")
-    m, d = a32.shape
-    out = np.empty(m, dtype=np.float64)
-    step = max(1, chunk_elems // max(d, 1))
-    for s in range(0, m, step):
-        out[s : s + step] = _tree_sum(np.multiply(a32[s : s + step], b32[s : s + step], dtype=np.float64))
-    return out
-
-
-def similarity_matrix(x: np.ndarray, y: np.ndarray | None = None, *, chunk_elems: int = CHUNK_ELEMS) -> np.ndarray:
-    """All-pairs scores ``(len(x), len(y))``, bit-identical to :func:`pair_scores` (for any ``chunk_elems``).
-
-    Meant for references and tests (it is O(n·m·d) memory-bounded but slow);
-    the queue itself never builds the full matrix.
-    """
-    x32 = np.asarray(x, dtype=np.float32)
-    y32 = x32 if y is None else np.asarray(y, dtype=np.float32)
-    if x32.ndim != 2 or y32.ndim != 2 or x32.shape[1] != y32.shape[1]:
-        raise ValueError(f"similarity_matrix needs (n, d) and (m, d) arrays, got {x32.shape} and {y32.shape}")
-    n, d = x32.shape
-    m = y32.shape[0]
-    out = np.empty((n, m), dtype=np.float64)
-    y64 = y32.astype(np.float64)
-    step = max(1, chunk_elems // max(m * d, 1))
-    for s in range(0, n, step):
-        out[s : s + step] = _tree_sum(x32[s : s + step].astype(np.float64)[:, None, :] * y64[None, :, :])
-    return out
 
 
 def _as_matrix(vectors: object, *, rows: int) -> np.ndarray:
@@ -524,100 +469,27 @@ class PairQueue:
             else:
                 sims = xv[rows] @ xv.T
             if dead is not None:
-                sims[:, dead] = _NEG_INF
-            sims[np.arange(blk.size), rows] = _NEG_INF
+                sims[:, dead] = NEG_INF
+            sims[np.arange(blk.size), rows] = NEG_INF
             for r, a in enumerate(blk.tolist()):
                 jud = self._judged.get(a)
                 if jud:
-                    sims[r, self._row_of[list(jud)]] = _NEG_INF
+                    sims[r, self._row_of[list(jud)]] = NEG_INF
             self._select(blk, rows, sims, self._k if k is None else k)
-
-    @staticmethod
-    def _threshold(kth: np.ndarray, margin: np.ndarray) -> np.ndarray:
-        """``kth - 2*margin`` as float32, rounded down so no candidate is lost."""
-        thr = kth.astype(np.float64) - 2.0 * margin
-        thr32 = thr.astype(np.float32)
-        return np.where(thr32.astype(np.float64) > thr, np.nextafter(thr32, _NEG_INF), thr32)
 
     def _margin(self, idxs: np.ndarray) -> np.ndarray:
         """Per row, the BLAS error allowance: |BLAS - exact| <= d*u32*|a||b| in any summation order.
 
         Doubled for safety. A candidate and the k-th item may err in opposite
         directions, so everything within twice this of the k-th BLAS score is
-        re-scored exactly (see :meth:`_threshold`).
+        re-scored exactly (see :func:`~memrefine_edge.similarity.threshold`).
         """
         return (2.0 * (self._d + 2) * _U32 * self._norm_max) * self._norm[idxs] + 1e-30
 
-    def _candidates(self, sims: np.ndarray, low: np.ndarray, margin: np.ndarray,
-                    k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Valid entries of ``sims`` that may be in their row's top k, given what the row has seen so far.
-
-        ``low`` (float32, one per row) is a lower bound of the row's k-th BLAS
-        score over the columns seen before; it is raised in place to cover these
-        columns too (still a lower bound: the k-th largest of a subset). Returns
-        ``(r, c)`` of every valid entry at or above ``low - 2 margin``.
-        """
-        nb, ncols = sims.shape
-        if ncols < 32 * k:
-            if ncols >= k:
-                np.maximum(low, np.partition(sims, ncols - k, axis=1)[:, ncols - k], out=low)
-            thr = self._threshold(low, margin)
-            r, c = np.nonzero(sims >= thr[:, None])
-        else:
-            # Strided groups (column j in group j mod G): if k group maxima are
-            # >= v, k scores are >= v, so the k-th largest group maximum bounds
-            # the k-th score from below. The maxima take one vectorised pass and
-            # only the few groups reaching the threshold are searched, instead of
-            # partitioning or comparing the whole block.
-            g = min(64, ncols // (4 * k))
-            groups = ncols // g
-            body = sims[:, : g * groups].reshape(nb, g, groups)
-            gmax = body.max(axis=1)
-            np.maximum(low, np.partition(gmax, groups - k, axis=1)[:, groups - k], out=low)
-            thr = self._threshold(low, margin)
-            rr, cc = np.nonzero(gmax >= thr[:, None])
-            pos, t = np.nonzero(body[rr, :, cc] >= thr[rr][:, None])
-            r, c = rr[pos], t * groups + cc[pos]
-            if g * groups < ncols:
-                r2, c2 = np.nonzero(sims[:, g * groups :] >= thr[:, None])
-                r, c = np.concatenate((r, r2)), np.concatenate((c, c2 + g * groups))
-        ok = sims[r, c] != _NEG_INF
-        return r[ok], c[ok]
-
-    def _column_candidates(self, sims: np.ndarray, low: np.ndarray,
-                           margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_candidates` for the columns of ``sims`` (each column's partners are its rows), without a transpose.
-
-        Returns ``(r, c)``: column ``c`` may have row ``r`` in its top k.
-        """
-        k = self._k
-        nrows, ncols = sims.shape
-        if nrows < 32 * k:
-            if nrows >= k:
-                np.maximum(low, np.partition(sims, nrows - k, axis=0)[nrows - k], out=low)
-            thr = self._threshold(low, margin)
-            r, c = np.nonzero(sims >= thr[None, :])
-        else:
-            # The strided groups of :meth:`_candidates`, over rows: row i is in group i mod G.
-            g = min(64, nrows // (4 * k))
-            groups = nrows // g
-            body = sims[: g * groups].reshape(g, groups, ncols)
-            gmax = body.max(axis=0)
-            np.maximum(low, np.partition(gmax, groups - k, axis=0)[groups - k], out=low)
-            thr = self._threshold(low, margin)
-            gg, cc = np.nonzero(gmax >= thr[None, :])
-            t, pos = np.nonzero(body[:, gg, cc] >= thr[cc][None, :])
-            r, c = t * groups + gg[pos], cc[pos]
-            if g * groups < nrows:
-                r2, c2 = np.nonzero(sims[g * groups :] >= thr[None, :])
-                r, c = np.concatenate((r, r2 + g * groups)), np.concatenate((c, c2))
-        ok = sims[r, c] != _NEG_INF
-        return r[ok], c[ok]
-
     def _select(self, blk: np.ndarray, rows: np.ndarray, sims: np.ndarray, k: int) -> None:
         """Exact top-k per row from BLAS scores ``sims`` (invalid partners at -inf)."""
-        low = np.full(blk.size, _NEG_INF, dtype=np.float32)
-        r, c = self._candidates(sims, low, self._margin(blk), k)
+        low = np.full(blk.size, NEG_INF, dtype=np.float32)
+        r, c = screen_rows(sims, low, self._margin(blk), k)
         self._keep(blk, rows, r, c, low, k)
 
     def _build(self) -> None:
@@ -635,7 +507,7 @@ class PairQueue:
         n = self._nrows
         x = self._x[:n]
         self.scans += n
-        low = np.full(n, _NEG_INF, dtype=np.float32)
+        low = np.full(n, NEG_INF, dtype=np.float32)
         margin = self._margin(np.arange(n))
         # Judged pairs (a resumed run's preserves), both ways, sorted by row: masked tile by tile.
         ja = np.fromiter((a for a, bs in self._judged.items() for _ in bs), dtype=np.int64)
@@ -657,17 +529,17 @@ class PairQueue:
                 j1 = min(n, j0 + w)
                 sims = x[i0:i1] @ x[j0:j1].T
                 d = np.arange(max(i0, j0), min(i1, j1))
-                sims[d - i0, d - j0] = _NEG_INF  # an entry is not its own partner
+                sims[d - i0, d - j0] = NEG_INF  # an entry is not its own partner
                 inside = (band_b >= j0) & (band_b < j1)
-                sims[band_a[inside] - i0, band_b[inside] - j0] = _NEG_INF
-                r, c = self._candidates(sims, low[i0:i1], margin[i0:i1], self._k)
+                sims[band_a[inside] - i0, band_b[inside] - j0] = NEG_INF
+                r, c = screen_rows(sims, low[i0:i1], margin[i0:i1], self._k)
                 pools[i0 // size].add(r + i0, c + j0, sims[r, c])
                 # Transposed: the tile's columns past this row band get their partners among its rows
                 # (columns inside the band are rows of this band: covered above).
                 off = max(0, i1 - j0)
                 if off < j1 - j0:
                     part = sims[:, off:]
-                    r, c = self._column_candidates(part, low[j0 + off : j1], margin[j0 + off : j1])
+                    r, c = screen_columns(part, low[j0 + off : j1], margin[j0 + off : j1], self._k)
                     owner = c + (j0 + off)
                     for b in range((j0 + off) // size, (j1 - 1) // size + 1):
                         m = (owner >= pools[b].lo) & (owner < pools[b].hi)
@@ -705,9 +577,9 @@ class PairQueue:
         starts = np.cumsum(counts) - counts
         # The k-th largest pooled score of a row is a lower bound of its k-th score.
         if s.size:
-            kth = np.where(counts >= k, s[np.minimum(starts + k - 1, s.size - 1)], _NEG_INF)
+            kth = np.where(counts >= k, s[np.minimum(starts + k - 1, s.size - 1)], NEG_INF)
             np.maximum(low[rows], kth, out=low[rows])
-        keep = s >= self._threshold(low[rows], margin[rows])[r - pool.lo]
+        keep = s >= threshold(low[rows], margin[rows])[r - pool.lo]
         pool.r, pool.c, pool.s = [r[keep]], [c[keep]], [s[keep]]
         pool.pooled = int(keep.sum())
 

@@ -19,7 +19,7 @@ PKG = Path(__file__).resolve().parents[1] / "memrefine_edge"
 #: Bottom to top. A module (or package prefix) not listed here fails the test: place it.
 LAYERS: list[list[str]] = [
     ["errors"],
-    ["entry", "decision", "pairs"],
+    ["entry", "decision", "similarity", "pairs"],
     ["facts"],
     ["store.schema", "store.lock", "store.files"],
     ["store.sizes", "store.vectors"],
