@@ -103,11 +103,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _iso(at: int | str) -> str:
-    """The audit time as ISO text (stored as unix seconds)."""
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds") if isinstance(at, int) else at
-
-
 @dataclass(frozen=True)
 class Effect:
     """What one applied decision changed: entries removed and created, and the size before it."""
@@ -227,30 +222,24 @@ class RunJournal:
 
     def decisions(self, run_id: str | None = None) -> list[DecisionRecord]:
         """Audited decisions, of one run or of all, in order."""
+        # Through the `decisions` view (migration 0006): the one definition of how an audit
+        # row reads back, with the ids its action implies filled in and times as ISO text.
         sql = (
-            "SELECT r.run_id, d.step, sa.text, sb.text, d.similarity, sact.text, st.text, ssrc.text, d.reason,"
-            " d.merge_instruction, sm.text, d.created_ids, d.removed_ids, d.size_before, d.size_after,"
-            " d.latency_us, d.at FROM audit d JOIN runs r ON r.num = d.run"
-            " JOIN strings sact ON sact.num = d.action JOIN strings ssrc ON ssrc.num = d.source"
-            " LEFT JOIN strings sa ON sa.num = d.a LEFT JOIN strings sb ON sb.num = d.b"
-            " LEFT JOIN strings st ON st.num = d.target LEFT JOIN strings sm ON sm.num = d.made"
+            "SELECT run_id, step, a_id, b_id, similarity, action, target, source, reason, merge_instruction,"
+            " created_ids, removed_ids, size_before, size_after, latency_ms, at FROM decisions"
         )
         args: tuple[Any, ...] = ()
         if run_id is not None:
-            sql += " WHERE d.run = ?"
-            args = (self._run_num(self.run(run_id).run_id),)
-        rows = self._db.conn.execute(sql + " ORDER BY d.run, d.step", args).fetchall()
-        return [self._record_of(r) for r in rows]
-
-    @staticmethod
-    def _record_of(r: tuple) -> "DecisionRecord":
-        """One audit row (as :meth:`decisions` selects it) as a record; implied ids are filled back in."""
-        created = json.loads(r[11]) if r[11] is not None else ([r[10]] if r[10] is not None else [])
-        removed = json.loads(r[12]) if r[12] is not None else _implied_removed(r[5], r[2], r[3], r[6])
-        return DecisionRecord(run_id=r[0], step=r[1], a_id=r[2], b_id=r[3], similarity=r[4], action=r[5],
-                              target=r[6], source=r[7], reason=unpack_text(r[8]),
-                              merge_instruction=unpack_text(r[9]), created_ids=created, removed_ids=removed,
-                              size_before=r[13], size_after=r[14], latency_ms=r[15] / 1000, at=_iso(r[16]))
+            sql += " WHERE run_id = ?"
+            args = (self.run(run_id).run_id,)
+        rows = self._db.conn.execute(sql + " ORDER BY rowid", args).fetchall()
+        return [
+            DecisionRecord(run_id=r[0], step=r[1], a_id=r[2], b_id=r[3], similarity=r[4], action=r[5], target=r[6],
+                           source=r[7], reason=unpack_text(r[8]), merge_instruction=unpack_text(r[9]),
+                           created_ids=json.loads(r[10]), removed_ids=json.loads(r[11]), size_before=r[12],
+                           size_after=r[13], latency_ms=r[14], at=r[15])
+            for r in rows
+        ]
 
     def evicted_links(self, run_id: str) -> list[tuple[str, str]]:
         """Links (``src, dst``) that the evictions of ``run_id`` removed, from the undo history."""
