@@ -58,9 +58,8 @@ from .similarity import NEG_INF, pair_scores, screen_columns, screen_rows, simil
 __all__ = ["PairQueue", "pair_scores", "similarity_matrix"]
 
 _U32 = 2.0**-24  # float32 unit roundoff
-#: Scan temporaries (BLAS scores of a block of rows against every row) are kept under this many
-#: float32 elements (32 MiB): at n = 100k a block is 80 rows, not the 1,024 that would need 400 MiB.
-SCAN_ELEMS = 1 << 23
+#: Rows gathered at once for exact re-scoring are kept under this many float32 elements (32 MiB).
+GATHER_ELEMS = 1 << 23
 
 
 def _as_matrix(vectors: object, *, rows: int) -> np.ndarray:
@@ -142,11 +141,11 @@ class PairQueue:
     ``k`` is the neighbour-list length; the build computes the upper triangle
     of the score matrix in tiles of ``block_rows`` x ``tile_cols`` (peak build
     memory about ``2 · block_rows · tile_cols · 4`` bytes plus the candidate
-    pool, O(n·k)); ``block_rows`` also caps a later multi-row scan (at most
-    :data:`SCAN_ELEMS` scores); ``refill_k`` (default ``4 k``) is the length of
-    a list rescanned after it ran dry (such an entry has many close partners
-    still to be judged, and each rescan is an O(n·d) pass); ``compact_min``
-    the number of removed rows tolerated before the vector matrix is compacted (the order of pairs never depends on it).
+    pool, O(n·k)); ``refill_k`` (default ``4 k``) is the length of a list
+    rescanned after it ran dry (such an entry has many close partners still to
+    be judged, and each rescan is an O(n·d) pass); ``compact_min`` the number
+    of removed rows tolerated before the vector matrix is compacted (the order
+    of pairs never depends on it).
 
     The pop sequence is a pure function of (live ids in order, their vectors,
     judged pairs among them): a queue rebuilt from those continues identically.
@@ -211,8 +210,8 @@ class PairQueue:
         # Per position ("idx"): liveness, norm, neighbour list. Per matrix row:
         # the vector. Rows of removed entries are compacted away, positions not.
         cap = max(n, 16)
-        # The matrix is the caller's array (no copy); adds go to a headroom block
-        # beside it and are moved in when it is compacted or grown.
+        # The matrix is the caller's array (no copy); the first add moves it into an own array
+        # with headroom, unless it is writable and removals have left room (see add).
         self._x = x
         self._nrows = n
         # Whether self._x may be written to (compacted in place): the caller's array only if
@@ -365,7 +364,7 @@ class PairQueue:
         self._live += 1
         # The new row covers all its pairs (see module docstring), so older
         # lists are left alone even if the newcomer beats their k-th item.
-        self._scan(np.array([idx], dtype=np.int64))
+        self._scan(idx, self._k)
         if self._len[idx]:
             heapq.heappush(self._heap, self._key(idx, 0))
 
@@ -406,7 +405,7 @@ class PairQueue:
             return None
         # A list that ran dry belongs to an entry with many close partners (a cluster
         # being judged pair by pair): its refill keeps more, so it runs dry less often.
-        self._scan(np.array([a], dtype=np.int64), k=self._refill_k)
+        self._scan(a, self._refill_k)
         return 0 if self._len[a] else None  # a fresh scan holds only valid partners
 
     def _settle(self) -> tuple[float, int, int, int] | None:
@@ -452,30 +451,25 @@ class PairQueue:
         self._nrows = m
         self._dead_rows = 0
 
-    def _scan(self, idxs: np.ndarray, *, k: int | None = None) -> None:
-        """Recompute the neighbour lists (``k`` long, default the queue's) of ``idxs`` against all live entries."""
+    def _scan(self, a: int, k: int) -> None:
+        """Recompute ``a``'s neighbour list (``k`` long) against all live entries (a refill or an add).
+
+        The build scans every row at once (:meth:`_build`); this is the one-row path.
+        """
         xv = self._x[: self._nrows]
-        dead = ~self._row_alive[: self._nrows] if self._dead_rows else None
-        self.scans += int(idxs.size)
-        height = max(1, min(self._block, SCAN_ELEMS // max(self._nrows, 1)))
-        for s in range(0, idxs.size, height):
-            blk = idxs[s : s + height]
-            rows = self._row_of[blk]
-            if blk.size == 1:
-                # One row (a refill or an add): numpy's own single-threaded loop, not BLAS
-                # sgemv, whose two threads wait on each other when the cores are shared
-                # (measured at 10k rows under load: 0.9 ms against 24 ms). Same error bound.
-                sims = np.einsum("ij,j->i", xv, xv[rows[0]])[None, :]
-            else:
-                sims = xv[rows] @ xv.T
-            if dead is not None:
-                sims[:, dead] = NEG_INF
-            sims[np.arange(blk.size), rows] = NEG_INF
-            for r, a in enumerate(blk.tolist()):
-                jud = self._judged.get(a)
-                if jud:
-                    sims[r, self._row_of[list(jud)]] = NEG_INF
-            self._select(blk, rows, sims, self._k if k is None else k)
+        self.scans += 1
+        row = int(self._row_of[a])
+        # numpy's own single-threaded loop, not BLAS sgemv, whose two threads wait on each
+        # other when the cores are shared (measured at 10k rows under load: 0.9 ms against
+        # 24 ms). Same error bound.
+        sims = np.einsum("ij,j->i", xv, xv[row])[None, :]
+        if self._dead_rows:
+            sims[:, ~self._row_alive[: self._nrows]] = NEG_INF
+        sims[0, row] = NEG_INF
+        jud = self._judged.get(a)
+        if jud:
+            sims[0, self._row_of[list(jud)]] = NEG_INF
+        self._select(np.array([a], dtype=np.int64), np.array([row], dtype=np.int64), sims, k)
 
     def _margin(self, idxs: np.ndarray) -> np.ndarray:
         """Per row, the BLAS error allowance: |BLAS - exact| <= d*u32*|a||b| in any summation order.
@@ -596,7 +590,7 @@ class PairQueue:
         first, inverse = np.unique(r * self._ncls + self._cls[partner], return_index=True, return_inverse=True)[1:]
         ra, cb = rows[r[first]], c[first]
         exact = np.empty(first.size, dtype=np.float64)
-        step = max(1, SCAN_ELEMS // (8 * max(self._d, 1)))  # gathered rows stay small (the build passes all rows)
+        step = max(1, GATHER_ELEMS // (8 * max(self._d, 1)))  # the build passes whole row bands
         for s in range(0, first.size, step):
             exact[s : s + step] = pair_scores(self._x[ra[s : s + step]], self._x[cb[s : s + step]])
         score = exact[inverse.ravel()]
