@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .errors import BudgetError, ConfigurationError
 from .store import METRICS
+from .store.vectors import stored_embedding_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import MemoryStore
@@ -109,9 +110,10 @@ def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = No
     if metric == "disk":
         # Embeddings are part of the disk size; a ratio is of the store as
         # it will be compressed, with every entry embedded.
-        current += (len(store) - store.stats().embedded) * (dim + 8)  # stored int8 + tag + scale
+        current += (len(store) - store.stats().embedded) * stored_embedding_bytes(dim)
     target = int(current * budget) if budget is not None else int(budget_bytes)  # type: ignore[arg-type]
-    floor = store.min_entry_json_bytes() if metric == "json" else store.min_disk_bytes(embedding_bytes=dim + 8)
+    floor = (store.min_entry_json_bytes() if metric == "json"
+             else store.min_disk_bytes(embedding_bytes=stored_embedding_bytes(dim)))
     if len(store) and target < floor:
         raise BudgetError(
             f"budget of {target:,} bytes ({metric}) is below what is possible: the smallest "

@@ -30,10 +30,11 @@ from ..errors import EntryNotFoundError
 if TYPE_CHECKING:  # pragma: no cover
     from ..backends.encoder import Encoder
 
-__all__ = ["VectorsMixin", "encode_embedding", "decode_embedding", "EMBEDDING_TAG"]
+__all__ = ["VectorsMixin", "encode_embedding", "decode_embedding", "stored_embedding_bytes", "EMBEDDING_TAG"]
 
 #: The first 4 bytes of a compact (int8) embedding: a float32 NaN when read as float32.
 EMBEDDING_TAG = b"Q8\xff\x7f"
+_HEADER = len(EMBEDDING_TAG) + 4  # the tag, then the float32 scale
 
 
 def encode_embedding(vector: np.ndarray) -> bytes:
@@ -53,14 +54,14 @@ def encode_embedding(vector: np.ndarray) -> bytes:
 def decode_embedding(blob: bytes) -> np.ndarray:
     """The float32 vector of a stored embedding (compact int8, or the float32 of older stores)."""
     if blob[:4] == EMBEDDING_TAG:
-        scale = np.frombuffer(blob, dtype=np.float32, count=1, offset=4)[0]
-        return np.frombuffer(blob, dtype=np.int8, offset=8).astype(np.float32) * scale
+        scale = np.frombuffer(blob, dtype=np.float32, count=1, offset=len(EMBEDDING_TAG))[0]
+        return np.frombuffer(blob, dtype=np.int8, offset=_HEADER).astype(np.float32) * scale
     return np.frombuffer(blob, dtype=np.float32)
 
 
-def embedding_width(blob: bytes) -> int:
-    """Dimensions of a stored embedding."""
-    return len(blob) - 8 if blob[:4] == EMBEDDING_TAG else len(blob) // 4
+def stored_embedding_bytes(dim: int) -> int:
+    """Bytes one embedding of ``dim`` dimensions takes as stored: the tag, the float32 scale, ``dim`` int8."""
+    return _HEADER + dim
 
 
 class VectorsMixin:
