@@ -251,9 +251,7 @@ class RunJournal:
 
     def preserved_pairs(self) -> list[tuple[str, str]]:
         """Pairs judged preserve (either order is the same pair)."""
-        return [(r[0], r[1]) for r in self._db.conn.execute(
-            "SELECT sa.text, sb.text FROM preserves p JOIN strings sa ON sa.num = p.a JOIN strings sb ON sb.num = p.b"
-            " ORDER BY sa.text, sb.text")]
+        return [(r[0], r[1]) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved ORDER BY a_id, b_id")]
 
     # --- applying decisions --------------------------------------------------
 
