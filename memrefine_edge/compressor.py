@@ -44,7 +44,7 @@ from .errors import (
 )
 from .merger import build_merged_entry, merged_entry_id
 from .methods import Method, PairContext, get_method
-from .store import METRICS, Entry, MemoryStore, RunLock
+from .store import METRICS, Entry, MemoryStore, RunLock, quantize_embedding
 
 if TYPE_CHECKING:  # pragma: no cover
     from .backends.encoder import Encoder
@@ -300,10 +300,18 @@ class Compressor:
         from .pairs import PairQueue
 
         t = time.perf_counter()
-        # The queue takes the float32 matrix as it is (no copy) and is its only holder, so it
-        # may compact it in place (at 100k entries a second matrix would be another 154 MB).
-        queue = PairQueue(*store.embeddings(model_id=self.encoder.model_id), k=self.k,
-                          excluded=journal.preserved_pairs(), writable=True)
+        # The queue holds the embeddings as stored (int8 codes and a scale per entry: 38 MB
+        # at 100k entries where float32 takes 154 MB) and decodes them where it scores,
+        # bit for bit as the store does, so the pair order is that of the decoded matrix.
+        # It takes the arrays as they are (no copy) and is their only holder, so it may
+        # compact them in place. Embeddings stored as float32 (older stores) keep float32.
+        codes = store.embedding_codes(model_id=self.encoder.model_id)
+        if codes is not None:
+            ids, matrix, scales = codes
+        else:
+            (ids, matrix), scales = store.embeddings(model_id=self.encoder.model_id), None
+        queue = PairQueue(ids, matrix, scales=scales, k=self.k, excluded=journal.preserved_pairs(), writable=True)
+        del codes, ids, matrix, scales
         clock["pairs"] += time.perf_counter() - t
         self.method.prepare(store)
 
@@ -387,7 +395,11 @@ class Compressor:
                 self._outsiders.created.add(merged.id)
                 queue.remove(a_id)
                 queue.remove(b_id)
-                queue.add(merged.id, store.as_stored(vec))  # as a resumed run's queue reads it
+                # As a resumed run's queue reads it back from the store.
+                if queue.quantized:
+                    queue.add(merged.id, *quantize_embedding(vec))
+                else:
+                    queue.add(merged.id, store.as_stored(vec))
                 clock["apply"] += time.perf_counter() - t
                 return "merge", decision.source
             # The safe fallback: keep both entries, audited as such.

@@ -7,7 +7,9 @@ of a few heap operations plus, now and then, one O(n·d) row rescan.
 
 Scores and ties (the contract that makes the order reproducible)
 ----------------------------------------------------------------
-* Vectors are converted to float32 once. A pair's score is the dot product of
+* Vectors are converted to float32 once (or held as the store's int8 codes with
+  a float32 scale per row, and decoded to the same float32 rows, bit for bit,
+  wherever they are scored). A pair's score is the dot product of
   its two float32 rows (= cosine for the L2-normalised rows the encoder gives),
   evaluated by :func:`pair_scores`: each product is formed in float64, where the
   product of two float32 numbers is *exact*, and the d products are summed in
@@ -75,31 +77,56 @@ def _as_matrix(vectors: object, *, rows: int) -> np.ndarray:
     return out
 
 
-def _norms(x: np.ndarray) -> np.ndarray:
-    """float64 L2 norms of the rows, in blocks (no float64 copy of the matrix)."""
+def _as_codes(codes: object, scales: object, *, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    arr, sc = np.asarray(codes), np.asarray(scales)
+    if arr.ndim != 2 or arr.shape[0] != rows or (arr.shape[1] < 1 and rows > 0):
+        raise ValueError(f"codes must have shape ({rows}, d) with d >= 1, got {arr.shape}")
+    if arr.dtype != np.int8:
+        raise ValueError(f"codes must be int8 (with scales), got dtype {arr.dtype}")
+    if sc.shape != (rows,) or not np.issubdtype(sc.dtype, np.floating):
+        raise ValueError(f"scales must be {rows} floats, got shape {sc.shape} dtype {sc.dtype}")
+    sc = sc.astype(np.float32)  # always a copy: the queue compacts it with the codes
+    if not np.isfinite(sc).all():
+        raise ValueError("scales must be finite")
+    return np.ascontiguousarray(arr), sc
+
+
+def _decode(codes: np.ndarray, scales: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """float32 rows ``codes * scale``: bit for bit what the store reads back for a stored embedding."""
+    return np.multiply(codes, scales[:, None], out=out, dtype=np.float32)
+
+
+def _norms(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
+    """float64 L2 norms of the (decoded) rows, in blocks (no float64 copy of the matrix)."""
     out = np.empty(x.shape[0], dtype=np.float64)
     for s in range(0, x.shape[0], 4096):
-        out[s : s + 4096] = np.linalg.norm(x[s : s + 4096].astype(np.float64), axis=1)
+        blk = x[s : s + 4096] if scales is None else _decode(x[s : s + 4096], scales[s : s + 4096])
+        out[s : s + 4096] = np.linalg.norm(blk.astype(np.float64), axis=1)
     return out
 
 
-def _classes(x: np.ndarray) -> np.ndarray:
+def _classes(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
     """A class per row, equal for bitwise-equal rows (numbered in first-seen order).
 
     Rows are grouped by a 128-bit digest and checked byte for byte against
     the class's first row, so a digest collision only costs a class, never
-    puts two different vectors in one.
+    puts two different vectors in one. Quantised rows compare codes and
+    scale (equal ones decode equally; the rare equal decodings of unequal
+    codes merely get two classes, which costs an exact score, nothing else).
     """
     import hashlib
+
+    def raw(i: int) -> bytes:
+        return x[i].tobytes() if scales is None else x[i].tobytes() + scales[i].tobytes()
 
     out = np.empty(x.shape[0], dtype=np.int64)
     first: dict[bytes, int] = {}
     rep: list[int] = []
     for i in range(x.shape[0]):
-        raw = x[i].tobytes()
-        key = hashlib.blake2b(raw, digest_size=16).digest()
+        row = raw(i)
+        key = hashlib.blake2b(row, digest_size=16).digest()
         c = first.get(key)
-        if c is None or x[rep[c]].tobytes() != raw:
+        if c is None or raw(rep[c]) != row:
             c = len(rep)
             rep.append(i)
             first.setdefault(key, c)
@@ -135,7 +162,12 @@ class PairQueue:
 
     ``ids`` are distinct and in insertion order; ``vectors`` is ``(len(ids), d)``
     (rows should be L2-normalised: scores are dot products; an empty queue may
-    be ``(0, 0)``, the first :meth:`add` then fixes d). ``excluded`` holds
+    be ``(0, 0)``, the first :meth:`add` then fixes d). With ``scales``,
+    ``vectors`` are the store's int8 codes and row ``i`` is ``vectors[i] *
+    scales[i]`` in float32 (the store's stored form, a quarter of the float32
+    matrix's memory): rows are decoded a block at a time where they are
+    scored, bit for bit as the store decodes them, so the pairs and their
+    order are those of the decoded float32 matrix. ``excluded`` holds
     pairs already judged (e.g. preserved pairs on resume); pairs naming an id
     not in ``ids`` are ignored, so a store's whole preserve cache can be passed.
     ``k`` is the neighbour-list length; the build computes the upper triangle
@@ -159,10 +191,10 @@ class PairQueue:
     ``add`` is one O(n·d) row scan; ``remove`` is O(1) amortised. Near-equal
     but not bitwise-equal vectors closer than the BLAS margin (~1e-4 cosine at
     d=384 for unit rows) are all re-scored exactly: a cluster of c of them
-    costs O(c²·d) at build. Memory: the float32 vectors (one copy; a
-    C-contiguous float32 ``vectors`` is used as given, not copied, so the
-    caller must not change it afterwards) with 1/8 headroom for adds, plus
-    O(n·k). Removed rows are compacted in place; the caller's array only
+    costs O(c²·d) at build. Memory: the vectors (one copy; a C-contiguous
+    float32 ``vectors``, or int8 codes with ``scales``, is used as given, not
+    copied, so the caller must not change it afterwards) with 1/8 headroom for
+    adds, plus O(n·k). Removed rows are compacted in place; the caller's array only
     with ``writable=True`` (pass it when nothing else reads the array:
     otherwise the first add after removals copies the matrix, and for a
     moment two are alive). Not thread-safe.
@@ -173,6 +205,7 @@ class PairQueue:
         ids: Sequence[Hashable],
         vectors: np.ndarray,
         *,
+        scales: np.ndarray | None = None,
         k: int = 16,
         excluded: Iterable[tuple[Hashable, Hashable]] = (),
         block_rows: int = 1024,
@@ -190,7 +223,10 @@ class PairQueue:
         if refill_k is not None and int(refill_k) < int(k):
             raise ValueError(f"refill_k must be >= k ({k}), got {refill_k}")
         ids = list(ids)
-        x = _as_matrix(vectors, rows=len(ids))
+        if scales is None:
+            x, self._scale = _as_matrix(vectors, rows=len(ids)), None
+        else:
+            x, self._scale = _as_codes(vectors, scales, rows=len(ids))
         n, d = x.shape
         self._k = int(k)
         self._d = d
@@ -222,11 +258,11 @@ class PairQueue:
         self._row_alive = np.ones(n, dtype=bool)
         self._dead_rows = 0
         self._alive = _grown(np.ones(n, dtype=bool), cap, False)
-        self._norm = _grown(_norms(x), cap, 0.0)
+        self._norm = _grown(_norms(x, self._scale), cap, 0.0)
         self._norm_max = float(self._norm[:n].max()) if n else 0.0
         # Bitwise-equal vectors get one class, so a cluster of exact duplicates
         # costs one exact score per (row, distinct vector), not per partner.
-        self._cls = _grown(_classes(x), cap, -1)
+        self._cls = _grown(_classes(x, self._scale), cap, -1)
         self._ncls = int(self._cls[:n].max()) + 1 if n else 0
         self._nb = np.zeros((cap, self._k), dtype=np.int64)
         self._ns = np.zeros((cap, self._k), dtype=np.float64)
@@ -261,6 +297,11 @@ class PairQueue:
     def k(self) -> int:
         """Neighbour-list length."""
         return self._k
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the queue holds int8 codes with scales (then :meth:`add` takes codes and a scale)."""
+        return self._scale is not None
 
     def live_ids(self) -> list[Hashable]:
         """Live ids in insertion order (what a rebuilt queue must be given)."""
@@ -318,20 +359,30 @@ class PairQueue:
             self._compact()
         # Its heap entry is skipped lazily when it surfaces.
 
-    def add(self, entry_id: Hashable, vector: np.ndarray) -> None:
-        """Add a new live entry after all existing ones; its pairs with every live entry become candidates."""
+    def add(self, entry_id: Hashable, vector: np.ndarray, scale: float | None = None) -> None:
+        """Add a new live entry after all existing ones; its pairs with every live entry become candidates.
+
+        A queue built with ``scales`` takes the new entry's int8 codes and its ``scale``.
+        """
         if entry_id in self._pos:
             raise ValueError(f"duplicate id {entry_id!r} (ids are never reused, even after remove)")
+        if (scale is None) != (self._scale is None):
+            raise ValueError("a queue of int8 codes takes codes and a scale; a float queue takes the vector alone")
         v = np.asarray(vector)
         if v.ndim == 2 and v.shape[0] == 1:
             v = v[0]
         if self._d == 0 and v.ndim == 1 and v.shape[0] > 0:  # built empty as (0, 0): the first add fixes d
             self._d = v.shape[0]
-            self._x = np.zeros((self._x.shape[0], self._d), dtype=np.float32)
+            self._x = np.zeros((self._x.shape[0], self._d), dtype=self._x.dtype)
             self._owned = True
         if v.ndim != 1 or v.shape[0] != self._d:
             raise ValueError(f"vector must have shape ({self._d},), got {np.asarray(vector).shape}")
-        v32 = _as_matrix(v[None, :], rows=1)[0]
+        if scale is None:
+            v32 = stored = _as_matrix(v[None, :], rows=1)[0]
+        else:
+            stored, sc = _as_codes(v[None, :], np.array([scale]), rows=1)
+            stored = stored[0]
+            v32 = _decode(stored[None, :], sc)[0]
         idx = len(self._ids)
         if idx >= self._alive.shape[0]:
             cap = 2 * idx
@@ -349,7 +400,9 @@ class PairQueue:
             # dead, else move to an own array with 1/8 more room (amortised O(d) per add).
             self._compact(extra=0 if self._dead_rows >= max(16, self._nrows // 16) and self._owned else 1)
         row = self._nrows
-        self._x[row] = v32
+        self._x[row] = stored
+        if self._scale is not None:
+            self._scale[row] = scale
         self._nrows += 1
         self._row_of[idx] = row
         self._idx_of_row[row] = idx
@@ -433,17 +486,21 @@ class PairQueue:
         idxs = self._idx_of_row[live_rows]
         m = live_rows.size
         need = m + extra
+        scale = self._scale
         if self._owned and self._x.shape[0] >= need:
             x = self._x
         else:
             cap = max(need + need // 8, 16)
-            x = np.zeros((cap, self._d), dtype=np.float32)
+            x = np.zeros((cap, self._d), dtype=self._x.dtype)
+            scale = None if scale is None else np.zeros(cap, dtype=np.float32)
         # Block by block, front to back: live_rows[j] >= j, so in place no row is
         # overwritten before it is read; the temporaries stay small.
         for s in range(0, m, 4096):
             src = live_rows[s : s + 4096]
             x[s : s + src.size] = self._x[src]
-        self._x, self._owned = x, True
+            if scale is not None:
+                scale[s : s + src.size] = self._scale[src]  # type: ignore[index]
+        self._x, self._scale, self._owned = x, scale, True
         cap = x.shape[0]
         self._idx_of_row = _grown(idxs, cap, -1)
         self._row_alive = _grown(np.ones(m, dtype=bool), cap, False)
@@ -456,13 +513,23 @@ class PairQueue:
 
         The build scans every row at once (:meth:`_build`); this is the one-row path.
         """
-        xv = self._x[: self._nrows]
+        n = self._nrows
         self.scans += 1
         row = int(self._row_of[a])
         # numpy's own single-threaded loop, not BLAS sgemv, whose two threads wait on each
         # other when the cores are shared (measured at 10k rows under load: 0.9 ms against
-        # 24 ms). Same error bound.
-        sims = np.einsum("ij,j->i", xv, xv[row])[None, :]
+        # 24 ms). Same error bound. Quantised rows are decoded 4096 at a time into one
+        # buffer: about the speed of the float32 product (measured at 100k rows), at a
+        # quarter of the memory held.
+        v = self._take(np.array([row]))[0]
+        if self._scale is None:
+            sims = np.einsum("ij,j->i", self._x[:n], v)[None, :]
+        else:
+            sims = np.empty((1, n), dtype=np.float32)
+            buf = np.empty((min(n, 4096), self._d), dtype=np.float32)
+            for s in range(0, n, 4096):
+                e = min(n, s + 4096)
+                sims[0, s:e] = np.einsum("ij,j->i", self._rows(s, e, buf[: e - s]), v)
         if self._dead_rows:
             sims[:, ~self._row_alive[: self._nrows]] = NEG_INF
         sims[0, row] = NEG_INF
@@ -470,6 +537,15 @@ class PairQueue:
         if jud:
             sims[0, self._row_of[list(jud)]] = NEG_INF
         self._select(np.array([a], dtype=np.int64), np.array([row], dtype=np.int64), sims, k)
+
+    def _rows(self, lo: int, hi: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Matrix rows ``lo..hi`` as float32 (decoded when quantised; a view otherwise)."""
+        x = self._x[lo:hi]
+        return x if self._scale is None else _decode(x, self._scale[lo:hi], out)
+
+    def _take(self, rows: np.ndarray) -> np.ndarray:
+        """Matrix rows ``rows`` as float32 (decoded when quantised)."""
+        return self._x[rows] if self._scale is None else _decode(self._x[rows], self._scale[rows])
 
     def _margin(self, idxs: np.ndarray) -> np.ndarray:
         """Per row, the BLAS error allowance: |BLAS - exact| <= d*u32*|a||b| in any summation order.
@@ -499,7 +575,6 @@ class PairQueue:
         full row would re-score; the same exact top-k results.
         """
         n = self._nrows
-        x = self._x[:n]
         self.scans += n
         low = np.full(n, NEG_INF, dtype=np.float32)
         margin = self._margin(np.arange(n))
@@ -519,9 +594,10 @@ class PairQueue:
             i1 = min(n, i0 + h)
             lo, hi = np.searchsorted(ja, (i0, i1))
             band_a, band_b = ja[lo:hi], jb[lo:hi]
+            band = self._rows(i0, i1)
             for j0 in range(i0, n, w):
                 j1 = min(n, j0 + w)
-                sims = x[i0:i1] @ x[j0:j1].T
+                sims = band @ self._rows(j0, j1).T
                 d = np.arange(max(i0, j0), min(i1, j1))
                 sims[d - i0, d - j0] = NEG_INF  # an entry is not its own partner
                 inside = (band_b >= j0) & (band_b < j1)
@@ -592,7 +668,7 @@ class PairQueue:
         exact = np.empty(first.size, dtype=np.float64)
         step = max(1, GATHER_ELEMS // (8 * max(self._d, 1)))  # the build passes whole row bands
         for s in range(0, first.size, step):
-            exact[s : s + step] = pair_scores(self._x[ra[s : s + step]], self._x[cb[s : s + step]])
+            exact[s : s + step] = pair_scores(self._take(ra[s : s + step]), self._take(cb[s : s + step]))
         score = exact[inverse.ravel()]
         # Within one row, equal scores rank by partner position: for a fixed a,
         # (min(a,b), max(a,b)) is increasing in b.

@@ -115,6 +115,26 @@ def test_candidate_order_equals_naive_full_recompute(tmp_path, seed):
     assert got == expected and len(got) > 10
 
 
+def test_float32_embeddings_of_older_stores_give_the_same_run(tmp_path):
+    # The queue holds int8 codes when every embedding is stored so, float32 otherwise:
+    # the same vectors read back give the same pairs and decisions either way.
+    make_store(tmp_path / "int8.db", n=30, seed=4).close()
+    make_store(tmp_path / "f32.db", n=30, seed=4).close()
+    runs = {}
+    for name in ("int8", "f32"):
+        with MemoryStore(tmp_path / f"{name}.db") as store:
+            store.ensure_embeddings(HashEncoder())
+            if name == "f32":
+                ids, m = store.embeddings()
+                for entry_id, v in zip(ids, m, strict=True):
+                    store.set_embedding(entry_id, v, HashEncoder().model_id, exact=True)
+                assert store.embedding_codes(model_id=HashEncoder().model_id) is None
+            method = ScriptedMethod()
+            compressor(store, method).run(budget=0.4)
+            runs[name] = method.seen, export(store)
+    assert runs["int8"] == runs["f32"] and len(runs["int8"][0]) > 10
+
+
 # --- applying decisions --------------------------------------------------------
 
 

@@ -361,6 +361,25 @@ def test_ensure_embeddings_skips_unchanged_and_follows_model(tmp_store):
         tmp_store.set_embedding("zz", np.zeros(3), "m")
 
 
+def test_ensure_embeddings_reads_the_store_a_page_at_a_time(tmp_path):
+    # Repeated contents spread over pages are still embedded once, every entry gets
+    # the same stored bytes as a pass that reads everything at once, and progress
+    # counts every entry up to the total.
+    contents = [f"note {i % 7}" if i % 3 == 0 else f"unique text {i}" for i in range(40)]
+    stored = {}
+    for page_rows in (5, 10_000):
+        with MemoryStore(tmp_path / f"p{page_rows}.db") as store:
+            store.add_many([Entry(id=f"e{i:02d}", content=c) for i, c in enumerate(contents)])
+            enc, seen = CountingEncoder(), []
+            assert store.ensure_embeddings(enc, batch_size=3, page_rows=page_rows,
+                                           progress=lambda d, t: seen.append((d, t))) == 40
+            assert sorted(enc.seen) == sorted(set(contents))  # each distinct content once
+            assert [d for d, _ in seen] == sorted(d for d, _ in seen) and seen[-1] == (40, 40)
+            assert store.stats().embedded == 40 and store.ensure_embeddings(enc, page_rows=page_rows) == 0
+            stored[page_rows] = store.embeddings(model_id=enc.model_id)[1].tobytes()
+    assert stored[5] == stored[10_000]
+
+
 def test_search_ordering_ties_and_cache(tmp_store):
     enc = HashEncoder()
     tmp_store.add_many(
@@ -529,6 +548,21 @@ def test_float32_embeddings_of_older_stores_are_read_as_they_are(tmp_store):
     ids, matrix = tmp_store.embeddings(model_id="m")
     assert ids == ["old", "new"]
     assert matrix[0].tobytes() == old.tobytes() and np.abs(matrix[1] - old).max() <= 0.5 / 127
+    assert tmp_store.embedding_codes(model_id="m") is None  # not all int8: the caller reads float32
+
+
+def test_embedding_codes_decode_to_the_embeddings_bit_for_bit(tmp_store):
+    rng = np.random.default_rng(3)
+    empty_ids, empty_codes, _ = tmp_store.embedding_codes(model_id="m")
+    assert empty_ids == [] and empty_codes.size == 0
+    tmp_store.add_many([Entry(id=f"e{i}", content=f"text {i}") for i in range(5)])
+    for i in (0, 2, 3, 4):
+        tmp_store.set_embedding(f"e{i}", rng.standard_normal(16).astype(np.float32), "m" if i != 3 else "other")
+    ids, codes, scales = tmp_store.embedding_codes(model_id="m")
+    want_ids, matrix = tmp_store.embeddings(model_id="m")
+    assert ids == want_ids == ["e0", "e2", "e4"]  # insertion order, this model's only
+    assert codes.dtype == np.int8 and codes.shape == (3, 16) and scales.dtype == np.float32
+    assert (codes.astype(np.float32) * scales[:, None]).tobytes() == matrix.tobytes()
 
 
 # --- the running disk estimate -----------------------------------------------------------

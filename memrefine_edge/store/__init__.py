@@ -14,6 +14,7 @@ from .files import APPLICATION_ID, check_store_file
 from .journal import DecisionRecord, RunInfo, RunJournal
 from .lock import RunLock
 from .sizes import METRICS, StoreStats
+from .vectors import quantize_embedding
 
 __all__ = [
     "Entry",
@@ -31,4 +32,5 @@ __all__ = [
     "RunInfo",
     "DecisionRecord",
     "RunLock",
+    "quantize_embedding",
 ]

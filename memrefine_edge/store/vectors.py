@@ -30,24 +30,31 @@ from ..errors import EntryNotFoundError
 if TYPE_CHECKING:  # pragma: no cover
     from ..backends.encoder import Encoder
 
-__all__ = ["VectorsMixin", "encode_embedding", "decode_embedding", "stored_embedding_bytes", "EMBEDDING_TAG"]
+__all__ = ["VectorsMixin", "encode_embedding", "decode_embedding", "quantize_embedding", "stored_embedding_bytes",
+           "EMBEDDING_TAG"]
 
 #: The first 4 bytes of a compact (int8) embedding: a float32 NaN when read as float32.
 EMBEDDING_TAG = b"Q8\xff\x7f"
 _HEADER = len(EMBEDDING_TAG) + 4  # the tag, then the float32 scale
 
 
-def encode_embedding(vector: np.ndarray) -> bytes:
-    """The stored (int8, per-vector scale) bytes of one embedding."""
+def quantize_embedding(vector: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """The stored form of one embedding: int8 codes and the float32 scale (read back as ``codes * scale``)."""
     v = np.asarray(vector, dtype=np.float32).ravel()
     top = float(np.max(np.abs(v))) if v.size else 0.0
     if not np.isfinite(top):
         raise ValueError("an embedding must be finite")
     if top == 0:
-        return EMBEDDING_TAG + np.float32(0).tobytes() + np.zeros(v.shape, dtype=np.int8).tobytes()
+        return np.zeros(v.shape, dtype=np.int8), np.float32(0)
     q = np.clip(np.rint(v / np.float32(top / 127.0)), -127, 127).astype(np.int8)
     # The scale keeps the vector's length (a unit vector reads back as one): dot products stay cosines.
     scale = np.float32(np.linalg.norm(v.astype(np.float64)) / np.linalg.norm(q.astype(np.float64)))
+    return q, scale
+
+
+def encode_embedding(vector: np.ndarray) -> bytes:
+    """The stored (int8, per-vector scale) bytes of one embedding."""
+    q, scale = quantize_embedding(vector)
     return EMBEDDING_TAG + scale.tobytes() + q.tobytes()
 
 
@@ -77,50 +84,81 @@ class VectorsMixin:
         def _read_snapshot(self) -> AbstractContextManager[None]: ...
         def get(self, entry_id: str) -> Entry: ...
 
-    def ensure_embeddings(self, encoder: "Encoder", *, batch_size: int = 64, progress=None) -> int:
+    def ensure_embeddings(self, encoder: "Encoder", *, batch_size: int = 64, progress=None,
+                          page_rows: int = 8192) -> int:
         """Embed every entry whose embedding is missing, stale or from another model.
 
         Entries whose content hash and model id are unchanged are skipped.
         Each batch of ``batch_size`` texts is committed on its own, so an
         interrupted pass keeps what it embedded and the next call continues
         from there; ``progress(done, total)`` is called after each batch.
-        Returns how many entries were embedded.
+        Identical contents are embedded once. The entries are read
+        ``page_rows`` at a time, so the pass holds one page of texts however
+        large the store (plus the stored form of contents that occur more
+        than once, until their last copy is written). Returns how many
+        entries were embedded.
         """
-        rows = self._db.conn.execute(
-            "SELECT id, content, content_hash FROM entries WHERE embedding IS NULL OR embedding_model IS NOT ?"
-            " OR embedded_hash IS NOT content_hash ORDER BY seq",
-            (encoder.model_id,),
-        ).fetchall()
-        if not rows:
+        conn = self._db.conn
+        stale = "(embedding IS NULL OR embedding_model IS NOT ? OR embedded_hash IS NOT content_hash)"
+        # Contents that occur more than once, with how many of their copies are left to write.
+        total, left = 0, {}
+        for digest, count in conn.execute(
+                f"SELECT content_hash, COUNT(*) FROM entries WHERE {stale} GROUP BY content_hash",
+                (encoder.model_id,)):
+            total += count
+            if count > 1:
+                left[digest] = count
+        if not total:
             # Nothing to do: no write transaction, so the search cache (keyed on
             # the write version) stays valid.
             return 0
-        # Identical contents are embedded once.
-        unique: dict[str, str] = {}
-        rows_of: dict[str, list[str]] = {}
-        for entry_id, content, digest in rows:
-            unique.setdefault(digest, content)
-            rows_of.setdefault(digest, []).append(entry_id)
-        digests = list(unique)
-        done = 0
-        for start in range(0, len(digests), batch_size):
-            chunk = digests[start : start + batch_size]
-            vectors = encoder.embed([unique[d] for d in chunk])
-            with self.atomic():
-                for digest, vec in zip(chunk, vectors, strict=True):
-                    blob = encode_embedding(vec)
-                    for entry_id in rows_of[digest]:
-                        # Only if the content is still the one embedded: another
-                        # connection may have changed or removed the entry meanwhile.
-                        self._db.conn.execute(
-                            "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash"
-                            " WHERE id = ? AND content_hash = ?",
-                            (blob, encoder.model_id, entry_id, digest),
-                        )
-            done += sum(len(rows_of[d]) for d in chunk)
-            if progress:
-                progress(done, len(rows))
-        return len(rows)
+        # Stored form of a repeated content once embedded: its later copies reuse it.
+        done_blobs: dict[str, bytes] = {}
+        done, after = 0, -1
+        while True:
+            page = conn.execute(
+                f"SELECT seq, id, content, content_hash FROM entries WHERE seq > ? AND {stale} ORDER BY seq LIMIT ?",
+                (after, encoder.model_id, page_rows),
+            ).fetchall()
+            if not page:
+                break
+            after = page[-1][0]
+            # This page's distinct contents still to embed, in order; the rows of each.
+            unique: dict[str, str] = {}
+            rows_of: dict[str, list[str]] = {}
+            for _, entry_id, content, digest in page:
+                if digest not in done_blobs:
+                    unique.setdefault(digest, content)
+                rows_of.setdefault(digest, []).append(entry_id)
+            digests = list(unique)
+            reused = [d for d in rows_of if d in done_blobs]
+            for start in range(0, max(len(digests), 1), batch_size):
+                chunk = digests[start : start + batch_size]
+                blobs = [encode_embedding(v) for v in encoder.embed([unique[d] for d in chunk])] if chunk else []
+                todo = list(zip(chunk, blobs, strict=True))
+                if not start:  # the page's reused contents ride with its first batch
+                    todo += [(d, done_blobs[d]) for d in reused]
+                with self.atomic():
+                    for digest, blob in todo:
+                        for entry_id in rows_of[digest]:
+                            # Only if the content is still the one embedded: another
+                            # connection may have changed or removed the entry meanwhile.
+                            conn.execute(
+                                "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash"
+                                " WHERE id = ? AND content_hash = ?",
+                                (blob, encoder.model_id, entry_id, digest),
+                            )
+                for digest, blob in todo:
+                    if digest in left:
+                        left[digest] -= len(rows_of[digest])
+                        if left[digest] > 0:
+                            done_blobs[digest] = blob
+                        else:
+                            done_blobs.pop(digest, None)
+                done += sum(len(rows_of[d]) for d, _ in todo)
+                if progress and todo:
+                    progress(done, total)
+        return total
 
     @staticmethod
     def as_stored(vector: np.ndarray) -> np.ndarray:
@@ -171,6 +209,35 @@ class VectorsMixin:
                 ids.append(entry_id)
         assert matrix is not None
         return ids, matrix
+
+    def embedding_codes(self, *, model_id: str) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+        """Ids (insertion order), int8 codes ``(n, d)`` and float32 scales ``(n,)`` of every entry embedded by
+        ``model_id``, as stored: row ``i`` reads back as ``codes[i] * scales[i]`` (what :meth:`embeddings` gives).
+
+        A quarter of the float32 matrix's memory (38 MB at 100k entries of d = 384). ``None`` when an
+        embedding is stored as float32 (an older store, or ``set_embedding(exact=True)``): use
+        :meth:`embeddings` then.
+        """
+        with self._read_snapshot():
+            conn = self._db.conn
+            where = " WHERE embedding IS NOT NULL AND embedding_model = ?"
+            n = int(conn.execute("SELECT COUNT(*) FROM entries" + where, (model_id,)).fetchone()[0])
+            if not n:
+                return [], np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.float32)
+            ids: list[str] = []
+            codes: np.ndarray | None = None
+            scales = np.empty(n, dtype=np.float32)
+            for entry_id, blob in conn.execute(f"SELECT id, embedding FROM entries{where} ORDER BY seq", (model_id,)):
+                if blob[:4] != EMBEDDING_TAG:
+                    return None
+                if codes is None:
+                    codes = np.empty((n, len(blob) - _HEADER), dtype=np.int8)
+                i = len(ids)
+                codes[i] = np.frombuffer(blob, dtype=np.int8, offset=_HEADER)
+                scales[i] = np.frombuffer(blob, dtype=np.float32, count=1, offset=len(EMBEDDING_TAG))[0]
+                ids.append(entry_id)
+        assert codes is not None
+        return ids, codes, scales
 
     def _with_missing(self, encoder: "Encoder", ids: list[str], matrix: np.ndarray) -> tuple[list[str], np.ndarray]:
         """``ids, matrix`` completed with in-memory vectors of the entries not embedded by ``encoder`` (in order)."""
