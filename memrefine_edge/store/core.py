@@ -486,15 +486,18 @@ class MemoryStore(SizesMixin, VectorsMixin):
         with self.atomic():
             if entry_id not in self:
                 raise EntryNotFoundError.for_id(entry_id)
-            removed = conn.execute(
-                "SELECT src, dst, ord FROM links WHERE src = ? OR dst = ? ORDER BY src, ord", (entry_id, entry_id)
-            ).fetchall()
+            removed = self.links_touching(entry_id)
             sources = sorted({src for src, dst, _ in removed if dst == entry_id and src != entry_id})
             conn.execute("DELETE FROM links WHERE src = ? OR dst = ?", (entry_id, entry_id))
             conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
             for src in sources:  # their link lists shrank: so did their json size
                 self._refresh_size(src)
-        return [tuple(r) for r in removed]
+        return removed
+
+    def links_touching(self, entry_id: str) -> list[tuple[str, str, int]]:
+        """The links (``src, dst, ord``) to or from an entry, in the order :meth:`remove` returns them."""
+        return [tuple(r) for r in self._db.conn.execute(
+            "SELECT src, dst, ord FROM links WHERE src = ? OR dst = ? ORDER BY src, ord", (entry_id, entry_id))]
 
     def add_links(self, links: Iterable[tuple[str, str, int]]) -> None:
         """Re-insert links (``src, dst, ord``) between live entries; used by undo."""
