@@ -156,3 +156,29 @@ def test_the_undo_history_of_a_previous_schema_migrates_with_its_links_and_still
         assert [store.seq_of(e.id) for e in LINKED] == [1, 2, 3, 4, 5]
         assert all(v["total"] == v["recount"] for v in store.recount().values())
         assert store.stats().history_entries == 0
+
+
+def test_embedding_model_names_become_numbers_and_embeddings_stay_current(tmp_path):
+    from memrefine_edge.store.vectors import encode_embedding
+    from memrefine_edge.testing import HashEncoder
+
+    path = tmp_path / "old.db"
+    _old_store(path)
+    encoder = HashEncoder(dim=16, model_id="mini@0123456789ab")
+    blob = encode_embedding(encoder.embed([MERGED.content])[0])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash",
+                     (blob, encoder.model_id))
+    conn.close()
+    with MemoryStore(path) as store:
+        conn = store._db.conn
+        [(tag,)] = conn.execute("SELECT embedding_model FROM entries").fetchall()
+        assert tag == f"#{store.string_num(encoder.model_id)}"
+        assert store.ensure_embeddings(encoder) == 0  # still current: nothing to embed again
+        ids, matrix = store.embeddings(model_id=encoder.model_id)
+        assert ids == ["m"] and matrix.shape == (1, 16)
+        assert store.embeddings(model_id="another@model")[0] == []
+        assert all(v["total"] == v["recount"] for v in store.recount().values())
+        store.journal.undo(RUN)  # the restored entries wait for an embedding; m is gone
+        assert store.ensure_embeddings(encoder) == 5
+        assert {r[0] for r in conn.execute("SELECT embedding_model FROM entries")} == {tag}

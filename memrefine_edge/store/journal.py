@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..decision import Decision
-from ..entry import Entry, content_hash
+from ..entry import Entry, stored_hash
 from ..errors import (
     HistoryPurgedError,
     JournalConflictError,
@@ -166,15 +166,7 @@ class RunJournal:
 
     def _string(self, text: str | None) -> int | None:
         """The number of ``text`` in ``strings`` (added if new; inside the caller's transaction)."""
-        if text is None:
-            return None
-        conn = self._db.conn
-        row = conn.execute("SELECT num FROM strings WHERE text = ?", (text,)).fetchone()
-        if row is not None:
-            return int(row[0])
-        num = conn.execute("INSERT INTO strings (text) VALUES (?)", (text,)).lastrowid
-        assert num is not None  # an INSERT into a rowid table always sets it
-        return num
+        return None if text is None else self._store.string_num(text, add=True)
 
     # --- runs ----------------------------------------------------------------
 
@@ -260,7 +252,7 @@ class RunJournal:
         for row in self._db.conn.execute(
                 f"SELECT {_KEPT_COLUMNS}, links FROM removals WHERE k BETWEEN ? AND ? ORDER BY k", (lo, lo + 7)):
             seq, entry_id, content, keywords, timestamps, metadata, provenance, json_bytes, links = row
-            full = (seq, entry_id, content, keywords, timestamps, metadata, provenance, content_hash(content),
+            full = (seq, entry_id, content, keywords, timestamps, metadata, provenance, stored_hash(content),
                     json_bytes, None, None, None)
             out.append((full, [(entry_id if src is None else src, entry_id if dst is None else dst, int(ord_))
                                for src, dst, ord_ in json.loads(links or "[]")]))
@@ -464,7 +456,11 @@ class RunJournal:
         The history of removed entries goes, and so do the decisions'
         ``reason`` and ``merge_instruction`` (free text from the judge and the
         fact guard that can quote a removed entry); the audit log keeps ids,
-        actions, sources, similarities and sizes. With ``secure_delete`` on,
+        actions, sources, similarities and sizes of every decision that changed
+        the memory (delete, merge, evict). The audit rows of ``preserve``
+        decisions, which changed nothing, go too: the preserved pairs stay in
+        ``preserves`` with their run (never proposed again), and each run's
+        report keeps its count of them. With ``secure_delete`` on,
         SQLite overwrites the freed content; the VACUUM that follows rebuilds
         the file without the freed pages, so the removed text is gone from the
         file's bytes. Purged runs can no longer be undone.
@@ -492,6 +488,9 @@ class RunJournal:
             conn.execute("DELETE FROM removals WHERE k / ? != ?", (_RUN_SPAN, keep_num))
             conn.execute("UPDATE audit SET reason = NULL, merge_instruction = NULL"
                          " WHERE run != ? AND (reason IS NOT NULL OR merge_instruction IS NOT NULL)", (keep_num,))
+            preserve = self._store.string_num("preserve")
+            if preserve is not None:
+                conn.execute("DELETE FROM audit WHERE run != ? AND action = ?", (keep_num, preserve))
         self._store.vacuum()
         return n
 

@@ -382,6 +382,18 @@ MIGRATIONS: list[Migration] = [
             FROM removals h JOIN runs r ON r.num = h.k / 4294967296;
         """,
     ),
+    Migration(
+        "0008_embedding_model_numbers",
+        """
+        -- An entry named the model of its embedding in full (45 bytes for the bundled encoder);
+        -- it names it as '#' and the model's number in `strings` now.
+        INSERT OR IGNORE INTO strings (text)
+            SELECT DISTINCT embedding_model FROM entries
+            WHERE embedding_model IS NOT NULL AND embedding_model NOT LIKE '#%' ORDER BY 1;
+        UPDATE entries SET embedding_model = '#' || (SELECT num FROM strings WHERE text = entries.embedding_model)
+            WHERE embedding_model IS NOT NULL AND embedding_model NOT LIKE '#%';
+        """,
+    ),
 ]
 
 

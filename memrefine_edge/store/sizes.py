@@ -182,7 +182,7 @@ class SizesMixin:
         """Size of a store that holds only this entry (its links to others gone).
 
         ``json``: the entry's json size without links. ``disk``: the entry is
-        written alone into an in-memory database with this schema and
+        written alone into an in-memory database with this schema and page size and
         measured with ``dbstat`` exactly as :meth:`disk_bytes` measures; an
         entry not embedded yet gets a zero blob of ``embedding_bytes``.
         """
@@ -195,6 +195,7 @@ class SizesMixin:
         blob = row[8] if row[8] is not None else (bytes(embedding_bytes) if embedding_bytes else None)
         mem = sqlite3.connect(":memory:")
         try:
+            mem.execute(f"PRAGMA page_size = {int(self._db.conn.execute('PRAGMA page_size').fetchone()[0])}")
             for migration in MIGRATIONS:
                 for statement in split_sql(migration.sql):
                     mem.execute(statement)

@@ -76,6 +76,14 @@ class VectorsMixin:
         def atomic(self) -> AbstractContextManager[None]: ...
         def _read_snapshot(self) -> AbstractContextManager[None]: ...
         def get(self, entry_id: str) -> Entry: ...
+        def string_num(self, text: str, *, add: bool = False) -> int | None: ...
+
+    def _model_tag(self, model_id: str, *, add: bool = False) -> str:
+        """What ``entries.embedding_model`` holds for this model: ``#`` and its number in ``strings``
+        (migration 0008), or, for a model no entry was embedded with yet (and ``add`` false), its name.
+        A reader matches the name too (a row written in full by an older writer)."""
+        num = self.string_num(model_id, add=add)
+        return model_id if num is None else f"#{num}"
 
     def ensure_embeddings(self, encoder: "Encoder", *, batch_size: int = 64, progress=None) -> int:
         """Embed every entry whose embedding is missing, stale or from another model.
@@ -87,9 +95,9 @@ class VectorsMixin:
         Returns how many entries were embedded.
         """
         rows = self._db.conn.execute(
-            "SELECT id, content, content_hash FROM entries WHERE embedding IS NULL OR embedding_model IS NOT ?"
-            " OR embedded_hash IS NOT content_hash ORDER BY seq",
-            (encoder.model_id,),
+            "SELECT id, content, content_hash FROM entries WHERE embedding IS NULL"
+            " OR embedding_model NOT IN (?, ?) OR embedded_hash IS NOT content_hash ORDER BY seq",
+            (self._model_tag(encoder.model_id), encoder.model_id),
         ).fetchall()
         if not rows:
             # Nothing to do: no write transaction, so the search cache (keyed on
@@ -107,6 +115,7 @@ class VectorsMixin:
             chunk = digests[start : start + batch_size]
             vectors = encoder.embed([unique[d] for d in chunk])
             with self.atomic():
+                tag = self._model_tag(encoder.model_id, add=True)
                 for digest, vec in zip(chunk, vectors, strict=True):
                     blob = encode_embedding(vec)
                     for entry_id in rows_of[digest]:
@@ -115,7 +124,7 @@ class VectorsMixin:
                         self._db.conn.execute(
                             "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash"
                             " WHERE id = ? AND content_hash = ?",
-                            (blob, encoder.model_id, entry_id, digest),
+                            (blob, tag, entry_id, digest),
                         )
             done += sum(len(rows_of[d]) for d in chunk)
             if progress:
@@ -143,7 +152,7 @@ class VectorsMixin:
         with self.atomic():
             cur = self._db.conn.execute(
                 "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash WHERE id = ?",
-                (blob, model_id, entry_id),
+                (blob, self._model_tag(model_id, add=True), entry_id),
             )
             if cur.rowcount == 0:
                 raise EntryNotFoundError.for_id(entry_id)
@@ -155,8 +164,8 @@ class VectorsMixin:
         array is the result (at 100k entries of d = 384, 154 MB; the blobs
         are never all in memory at once).
         """
-        where = " WHERE embedding IS NOT NULL" + (" AND embedding_model = ?" if model_id else "")
-        args = (model_id,) if model_id else ()
+        where = " WHERE embedding IS NOT NULL" + (" AND embedding_model IN (?, ?)" if model_id else "")
+        args = (self._model_tag(model_id), model_id) if model_id else ()
         with self._read_snapshot():
             n = int(self._db.conn.execute("SELECT COUNT(*) FROM entries" + where, args).fetchone()[0])
             if not n:
