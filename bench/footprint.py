@@ -33,9 +33,10 @@ def _locomo() -> Path:
 
 
 def _memrefine(*args: str) -> str:
-    exe = Path(sys.executable).with_name("memrefine")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "memrefine_edge.cli"]
-    return subprocess.run([*cmd, *args], check=True, capture_output=True, text=True).stdout
+    """Run the CLI of this checkout (not whatever ``memrefine`` an environment has installed)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    return subprocess.run([sys.executable, "-m", "memrefine_edge", *args], check=True, capture_output=True,
+                          text=True, env=env).stdout
 
 
 def composition(db: Path) -> dict:

@@ -162,6 +162,9 @@ class Compressor:
     ``(done, total)`` while entries are embedded (each batch is committed, so
     an interrupted embedding pass resumes where it stopped).
 
+    A finished run ends with :meth:`MemoryStore.compact`: a VACUUM when the
+    free pages and the bytes the run removed are at least a tenth of the file (``vacuum=False``: never).
+
     Entries that another connection removes while a run goes on are skipped
     (their pairs drop out of the queue); entries added meanwhile are not part
     of the run (see :meth:`run`).
@@ -181,6 +184,7 @@ class Compressor:
         progress: Callable[[Progress], None] | None = None,
         embed_progress: Callable[[int, int], None] | None = None,
         method_options: dict[str, Any] | None = None,
+        vacuum: bool = True,
     ) -> None:
         if metric not in METRICS:
             raise ConfigurationError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
@@ -199,6 +203,7 @@ class Compressor:
         self.min_similarity = min_similarity
         self.progress = progress
         self.embed_progress = embed_progress
+        self.vacuum = vacuum
         self._session_start_size: int | None = None
         # Set by every change: the running disk estimate must be checked exactly before it may say "met".
         self._disk_dirty = True
@@ -322,8 +327,18 @@ class Compressor:
             sources[d.source] += 1
         llm_calls_before = self.method.llm_calls
         stop = self._loop(plan, queue, actions, sources, clock, max_decisions)
-        report = self._report(run_id, plan, stop, actions, sources, self.method.llm_calls - llm_calls_before, clock)
+        llm_calls = self.method.llm_calls - llm_calls_before
+        report = self._report(run_id, plan, stop, actions, sources, llm_calls, clock)
         if not stop.startswith("stopped"):  # a run stopped by max_decisions stays resumable
+            journal.finish_run(run_id, report.as_dict())
+            # Deletes and merges left pages part-empty: pack the file when that pays (MemoryStore.compact).
+            t = time.perf_counter()
+            # The run's removals left room inside pages: about the disk bytes the memory lost.
+            freed = int(plan.before.get("disk_bytes", 0)) - int(report.after["disk_bytes"]) if plan.before else 0
+            if self.vacuum and store.compact(freed_bytes=freed):
+                clock["vacuum"] += time.perf_counter() - t
+            # The sizes as the run leaves the file: with its report written (and the VACUUM, if any).
+            report = self._report(run_id, plan, stop, actions, sources, llm_calls, clock)
             journal.finish_run(run_id, report.as_dict())
         return report
 

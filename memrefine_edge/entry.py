@@ -14,6 +14,7 @@ __all__ = [
     "Entry",
     "json_size",
     "content_hash",
+    "stored_hash",
     "validate_entry",
     "MAX_CONTENT_CHARS",
     "MAX_ID_CHARS",
@@ -67,8 +68,17 @@ def json_size(entry: Entry) -> int:
 
 
 def content_hash(content: str) -> str:
-    """The hash that decides whether an entry must be re-embedded."""
+    """The hash that decides whether an entry must be re-embedded (SHA-256, hex)."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def stored_hash(content: str) -> bytes:
+    """:func:`content_hash` as a store writes it: the first 16 bytes of the digest (not 64 hex characters).
+
+    Rows written before keep their hex text: a store only ever compares a row's hash with
+    itself or with its copy (``embedded_hash``), never with a freshly computed one.
+    """
+    return hashlib.sha256(content.encode("utf-8")).digest()[:16]
 
 
 def _validate_text(value: Any, what: str, *, max_chars: int, allow_empty: bool = False) -> str:

@@ -547,3 +547,16 @@ def test_every_fact_sentence_survives_or_is_an_audited_delete_on_every_dev_conve
                 lost += [(e.id, s) for s in fact_sentences(e.content)
                          if s not in kept.content and missing_facts(s, kept.content, min_word_cover=1.0)]
             assert lost == [], f"{sample}: {len(lost)} fact sentences lost, e.g. {lost[:3]}"
+
+
+def test_a_finished_run_packs_the_file_when_it_pays_and_reports_the_file_it_leaves(tmp_path):
+    sizes = {}
+    for vacuum in (True, False):
+        with make_store(tmp_path / f"v{vacuum}.db", n=120) as store:
+            report = compressor(store, vacuum=vacuum).run(budget=0.5)
+            assert report.after["file_bytes"] == store.file_bytes()
+            assert store.journal.run(report.run_id).report["after"] == report.after
+            assert ("vacuum" in report.seconds) == vacuum
+            sizes[vacuum] = store.file_bytes()
+            assert all(v["total"] == v["recount"] for v in store.recount().values())
+    assert sizes[True] < sizes[False]

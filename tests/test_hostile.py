@@ -1152,6 +1152,7 @@ def _capped_store(folder: Path, *, embed: bool = False) -> tuple[MemoryStore, in
         store.add_many(BIG)
         if embed:
             store.ensure_embeddings(HashEncoder())
+        store.vacuum()  # no free pages left inside the file: nothing can grow
         size = store.pragma("page_count") * store.pragma("page_size")
     return MemoryStore(folder / "full.db", max_file_bytes=size), size
 

@@ -178,3 +178,45 @@ def test_a_decision_of_the_audit_log_is_a_compact_row(tmp_path):
         assert len(store.journal.preserved_pairs()) == 40
         used = store._db.conn.execute("SELECT SUM(pgsize - unused) FROM dbstat WHERE name = 'audit'").fetchone()[0]
         assert used / 40 < 60  # ids, action and source by number, the reason packed
+
+
+def test_purge_drops_the_audit_rows_of_preserves_and_keeps_every_change_and_every_preserved_pair(tmp_path):
+    with make_store(tmp_path / "pp.db") as store:
+        r = compressor(store).run(budget=0.5)
+        before = store.journal.decisions(r.run_id)
+        pairs = store.journal.preserved_pairs()
+        assert pairs and {d.action for d in before} >= {"preserve", "delete"}
+        store.journal.purge_history()
+        after = store.journal.decisions(r.run_id)
+        changes = [(d.step, d.action, d.a_id, d.b_id, d.target, d.removed_ids, d.created_ids, d.size_after)
+                   for d in before if d.action != "preserve"]
+        assert [(d.step, d.action, d.a_id, d.b_id, d.target, d.removed_ids, d.created_ids, d.size_after)
+                for d in after] == changes
+        # Preserved pairs stay preserved (never proposed again); the run's report still counts them.
+        assert store.journal.preserved_pairs() == pairs
+        assert store.journal.run(r.run_id).report["actions"]["preserve"] == r.actions["preserve"]
+
+
+def test_the_undo_history_is_one_table_keyed_by_run_and_step_with_the_links_of_each_removal(tmp_path):
+    import json
+    import sqlite3
+
+    with MemoryStore(tmp_path / "k.db") as store:
+        store.add_many([Entry(id="x1", content="Ana has a cat named Tom.", links=("x2",)),
+                        Entry(id="x2", content="Ana's cat is called Tom.", links=("x1",))])
+        before = export(store)
+        Compressor(store, encoder=HashEncoder(), method=OneShot(Decision("delete", "b", source="rule")),
+                   merger=ConcatMerger()).run(budget_bytes=store.json_bytes() - 1)
+        [d] = [d for d in store.journal.decisions() if d.action == "delete"]
+        conn = sqlite3.connect(store.path)
+        try:
+            assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE tbl_name = 'removals' AND type = 'index'"
+                                ).fetchone()[0] == 0
+            [(run_id, step, entry_id, links)] = conn.execute("SELECT run_id, step, id, links FROM history").fetchall()
+        finally:
+            conn.close()
+        assert (run_id, step, entry_id) == (d.run_id, d.step, d.target)
+        other = "x1" if entry_id == "x2" else "x2"
+        assert json.loads(links) == sorted([[None, other, 0], [other, None, 0]], key=lambda x: x[0] or entry_id)
+        store.journal.undo(d.run_id)
+        assert export(store) == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 from memrefine_edge.entry import content_hash, json_size
@@ -14,6 +15,11 @@ from memrefine_edge.store.schema import MIGRATIONS, split_sql
 RUN = "20250101-000000-abcdef"
 ENTRIES = [Entry(id=i, content=f"Entry {i}: Ana's note number {n}.", timestamps=("2023-05-0%d" % n,),
                  provenance=(f"D1:{n}",)) for n, i in enumerate(["a", "b", "c", "d", "é"], 1)]
+#: The same entries with links, as the run of OLD_DECISIONS removes them (see OLD_LINKS).
+LINKED = [replace(e, links={"b": ("a",), "c": ("a",), "d": ("c",)}.get(e.id, ())) for e in ENTRIES]
+#: (step, src, dst, ord): the links each decision removed, in the order the journal of migration 0002 kept
+#: them. The merge (step 2) redirected c's link to a onto m, which the eviction of c (step 3) removed.
+OLD_LINKS = [(0, "b", "a", 0), (2, "d", "c", 0), (2, "c", "a", 0), (3, "c", "m", 0)]
 MERGED = Entry(id="m", content="Entry a and d: Ana's notes 1 and 4.", provenance=("D1:1", "D1:4"))
 
 #: (step, a_id, b_id, similarity, action, target, source, reason, merge_instruction, created, removed, latency_ms)
@@ -27,8 +33,9 @@ OLD_DECISIONS = [
 ]
 
 
-def _old_store(path: Path) -> None:
-    """A store as migrations 0001-0005 and the journal of that schema wrote it: one run of five decisions."""
+def _old_store(path: Path, *, linked: bool = False) -> None:
+    """A store as migrations 0001-0005 and the journal of that schema wrote it: one run of five decisions
+    (``linked``: of the entries of LINKED, with the links it removed kept in ``history_links``)."""
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
@@ -43,13 +50,19 @@ def _old_store(path: Path) -> None:
 
     cols = "seq, id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes"
     conn.execute(f"INSERT INTO entries ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row(MERGED, 6))
-    for seq, e in enumerate(ENTRIES, 1):
+    entries = LINKED if linked else ENTRIES
+    for seq, e in enumerate(entries, 1):
         if e.id != "é":  # removed by the run: kept in its history for undo
             step = {"b": 0, "a": 2, "d": 2, "c": 3}[e.id]
             conn.execute(f"INSERT INTO history (run_id, step, {cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (RUN, step, *row(e, seq)))
     conn.execute(f"INSERT INTO history (run_id, step, {cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 (RUN, 4, *row(ENTRIES[4], 5)))
+                 (RUN, 4, *row(entries[4], 5)))
+    if linked:
+        conn.execute("UPDATE history SET json_bytes = ? WHERE id = 'c'",  # removed when it linked to m
+                     (json_size(replace(LINKED[2], links=("m",))),))
+        conn.executemany("INSERT INTO history_links (run_id, step, src, dst, ord) VALUES (?, ?, ?, ?, ?)",
+                         [(RUN, *link) for link in OLD_LINKS])
     conn.execute("INSERT INTO runs (run_id, started_at, finished_at, status, method, params, cursor, report)"
                  " VALUES ('20240101-000000-000000', '2024-01-01T00:00:00+00:00', NULL, 'undone', 'memrefine',"
                  " '{}', 0, NULL)")
@@ -115,3 +128,57 @@ def test_the_audit_log_stores_what_the_action_implies_only_once(tmp_path):
     assert [r[2] for r in rows] == ["integer"] * 3 + ["text", "integer"]
     assert len(strings) == len(set(strings))
     assert {"delete", "merge", "preserve", "evict", "a", "b", "m", "é"} <= set(strings)
+
+
+def test_the_undo_history_of_a_previous_schema_migrates_with_its_links_and_still_undoes(tmp_path):
+    path = tmp_path / "old.db"
+    _old_store(path, linked=True)
+    with sqlite3.connect(path) as conn:
+        old_rows = conn.execute("SELECT run_id, step, seq, id, content, keywords, timestamps, metadata, provenance,"
+                                " json_bytes FROM history ORDER BY run_id, step, seq").fetchall()
+    conn.close()
+    with MemoryStore(path) as store:
+        conn = store._db.conn
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
+        assert "removals" in tables and not tables & {"history_links", "history_links_step"}
+        # The view reads the rows as the history table held them.
+        assert conn.execute("SELECT run_id, step, seq, id, content, keywords, timestamps, metadata, provenance,"
+                            " json_bytes FROM history ORDER BY run_id, step, seq").fetchall() == old_rows
+        # The links of a step go with its first row, the removed entry's own id as null.
+        links = {(step, entry_id): json.loads(packed) for step, entry_id, packed in conn.execute(
+            "SELECT step, id, links FROM history WHERE links IS NOT NULL")}
+        assert links == {(0, "b"): [[None, "a", 0]], (2, "a"): [["d", "c", 0], ["c", None, 0]],
+                         (3, "c"): [[None, "m", 0]]}
+        assert store.journal.evicted_links(RUN) == [("c", "m")]
+        assert store.stats().history_entries == 5
+        store.journal.undo(RUN)
+        assert [e.counted_fields() for e in store.entries()] == [e.counted_fields() for e in LINKED]
+        assert [store.seq_of(e.id) for e in LINKED] == [1, 2, 3, 4, 5]
+        assert all(v["total"] == v["recount"] for v in store.recount().values())
+        assert store.stats().history_entries == 0
+
+
+def test_embedding_model_names_become_numbers_and_embeddings_stay_current(tmp_path):
+    from memrefine_edge.store.vectors import encode_embedding
+    from memrefine_edge.testing import HashEncoder
+
+    path = tmp_path / "old.db"
+    _old_store(path)
+    encoder = HashEncoder(dim=16, model_id="mini@0123456789ab")
+    blob = encode_embedding(encoder.embed([MERGED.content])[0])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash",
+                     (blob, encoder.model_id))
+    conn.close()
+    with MemoryStore(path) as store:
+        conn = store._db.conn
+        [(tag,)] = conn.execute("SELECT embedding_model FROM entries").fetchall()
+        assert tag == f"#{store.string_num(encoder.model_id)}"
+        assert store.ensure_embeddings(encoder) == 0  # still current: nothing to embed again
+        ids, matrix = store.embeddings(model_id=encoder.model_id)
+        assert ids == ["m"] and matrix.shape == (1, 16)
+        assert store.embeddings(model_id="another@model")[0] == []
+        assert all(v["total"] == v["recount"] for v in store.recount().values())
+        store.journal.undo(RUN)  # the restored entries wait for an embedding; m is gone
+        assert store.ensure_embeddings(encoder) == 5
+        assert {r[0] for r in conn.execute("SELECT embedding_model FROM entries")} == {tag}

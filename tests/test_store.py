@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from memrefine_edge.errors import (
+    ConfigurationError,
     DuplicateIdError,
     EntryNotFoundError,
     InvalidEntryError,
@@ -18,7 +19,8 @@ from memrefine_edge.errors import (
 )
 from memrefine_edge.store.schema import MIGRATIONS
 from memrefine_edge.store.vectors import decode_embedding, encode_embedding
-from memrefine_edge.store import Entry, MemoryStore, content_hash, json_size, validate_entry
+from memrefine_edge.entry import stored_hash
+from memrefine_edge.store import Entry, MemoryStore, json_size, validate_entry
 from memrefine_edge.testing import HashEncoder
 
 # --- schema and migrations -----------------------------------------------------
@@ -271,15 +273,15 @@ def _expected_disk(rows: list[tuple[int, Entry, tuple | None]]) -> int:
             None,  # seq is the rowid alias: stored as NULL in the record
             e.id,
             e.content,
-            json.dumps(list(e.keywords), ensure_ascii=False),
-            json.dumps(list(e.timestamps), ensure_ascii=False),
-            json.dumps(dict(e.metadata), ensure_ascii=False),
-            json.dumps(list(e.provenance), ensure_ascii=False),
-            content_hash(e.content),
+            json.dumps(list(e.keywords), ensure_ascii=False, separators=(",", ":")),
+            json.dumps(list(e.timestamps), ensure_ascii=False, separators=(",", ":")),
+            json.dumps(dict(e.metadata), ensure_ascii=False, separators=(",", ":")),
+            json.dumps(list(e.provenance), ensure_ascii=False, separators=(",", ":")),
+            stored_hash(e.content),  # 16 bytes, not the 64 hex characters of content_hash
             json_size(e),
             blob,
             model,
-            content_hash(e.content) if emb else None,
+            stored_hash(e.content) if emb else None,
         ]
         payload = _record(values)
         entry_cells.append(_varint_len(payload) + _varint_len(rowid) + payload)
@@ -295,7 +297,9 @@ def _expected_disk(rows: list[tuple[int, Entry, tuple | None]]) -> int:
     return sum(_leaf_page(c) for c in (entry_cells, id_cells, link_cells, dst_cells, size_cells))
 
 
-def test_disk_metric_by_page_arithmetic(tmp_store):
+def test_disk_metric_by_page_arithmetic(tmp_path):
+    # Pages of 4 KB: every table and index of these few rows fits on one leaf page.
+    tmp_store = MemoryStore(tmp_path / "pages.db", page_size=4096)
     assert tmp_store.pragma("page_size") == 4096
     assert tmp_store.disk_bytes() == 5 * 8  # five empty b-trees: just their page headers
     a = Entry(id="a", content="Zoë likes tea", keywords=("tea",), metadata={"s": 1}, provenance=("D1:1",))
@@ -307,7 +311,8 @@ def test_disk_metric_by_page_arithmetic(tmp_store):
     json_before = tmp_store.json_bytes()
     tmp_store.ensure_embeddings(encoder)
     blobs = {e.id: encode_embedding(encoder.embed([e.content])[0]) for e in (a, b)}
-    expected = _expected_disk([(1, a, (blobs["a"], "m16")), (2, b, (blobs["b"], "m16"))])
+    # The model is named by its number in the store's strings: "#1", the first string (migration 0008).
+    expected = _expected_disk([(1, a, (blobs["a"], "#1")), (2, b, (blobs["b"], "#1"))])
     assert tmp_store.disk_bytes() == expected
     assert tmp_store.json_bytes() == json_before
     stats = tmp_store.stats()
@@ -315,7 +320,8 @@ def test_disk_metric_by_page_arithmetic(tmp_store):
     # Removing an entry frees its cells (secure_delete zeroes them; they become unused bytes).
     tmp_store.remove("a")
     b_after = Entry(id="b", content="x" * 300, timestamps=("2024-01-01",))
-    assert tmp_store.disk_bytes() == _expected_disk([(2, b_after, (blobs["b"], "m16"))])
+    assert tmp_store.disk_bytes() == _expected_disk([(2, b_after, (blobs["b"], "#1"))])
+    tmp_store.close()
 
 
 def test_disk_metric_matches_dbstat_on_a_bigger_store(tmp_store):
@@ -616,3 +622,54 @@ def test_an_older_store_gets_its_disk_estimate_from_its_rows(tmp_path):
         assert all(v["total"] == v["recount"] for v in store.recount().values())
         store.refresh_disk()
         assert store.running_size("disk") == store.disk_bytes()
+
+
+# --- page size and compaction ------------------------------------------------------
+
+
+def test_a_new_store_has_small_pages_and_an_existing_one_keeps_its_own(tmp_path):
+    with MemoryStore(tmp_path / "new.db") as store:
+        assert store.pragma("page_size") == 512
+    with MemoryStore(tmp_path / "big.db", page_size=4096) as store:
+        store.add(Entry(id="a", content="x"))
+    with MemoryStore(tmp_path / "big.db", page_size=1024) as store:  # an existing file keeps its pages
+        assert store.pragma("page_size") == 4096 and store.get("a").content == "x"
+    for bad in (256, 1000, 131072, True, "512"):
+        with pytest.raises(ValueError, match="page_size"):
+            MemoryStore(tmp_path / "bad.db", page_size=bad)
+    assert not (tmp_path / "bad.db").exists()
+
+
+def test_compact_vacuums_only_when_enough_of_the_file_is_free(tmp_path):
+    with MemoryStore(tmp_path / "c.db") as store:
+        store.add_many(Entry(id=f"e{i}", content=f"memory number {i} " * 30) for i in range(200))
+        assert not store.compact()  # freshly written: nothing worth a rewrite
+        disk = store.disk_bytes()
+        for i in range(0, 200, 2):
+            store.remove(f"e{i}")  # half the rows: part-empty pages all over the file
+        freed = disk - store.disk_bytes()
+        before = store.pragma("page_count")
+        assert not store.compact(freed_bytes=freed, min_share=0.99)
+        assert store.pragma("page_count") == before
+        assert store.compact(freed_bytes=freed)
+        assert store.pragma("page_count") < 0.7 * before and store.pragma("freelist_count") == 0
+        assert [e.id for e in store.entries()] == [f"e{i}" for i in range(1, 200, 2)]
+        assert store.integrity_check() == "ok"
+        assert all(v["total"] == v["recount"] for v in store.recount().values())
+
+
+def test_an_entry_row_keeps_a_16_byte_hash_and_compact_json(tmp_path):
+    with MemoryStore(tmp_path / "h.db") as store:
+        store.add(Entry(id="a", content="Zoë likes tea", keywords=("tea", "Zoë"), metadata={"s": 1, "t": "x"}))
+        row = store._db.conn.execute("SELECT content_hash, keywords, metadata FROM entries").fetchone()
+    assert row == (stored_hash("Zoë likes tea"), '["tea","Zoë"]', '{"s":1,"t":"x"}') and len(row[0]) == 16
+
+
+def test_a_model_id_in_the_form_of_a_model_number_is_refused(tmp_store):
+    # Rows name their embedding model by number ('#' and the number): a model may not be called so.
+    tmp_store.add(Entry(id="a", content="x"))
+    with pytest.raises(ConfigurationError, match="may not start with '#'"):
+        tmp_store.set_embedding("a", np.ones(4, dtype=np.float32), "#1")
+    with pytest.raises(ConfigurationError):
+        tmp_store.ensure_embeddings(HashEncoder(dim=4, model_id="#2"))
+    assert tmp_store.stats().embedded == 0

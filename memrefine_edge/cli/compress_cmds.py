@@ -335,7 +335,9 @@ def _describe_params(p: dict[str, Any]) -> str:
 def purge_history(db_path, yes, as_json) -> None:
     """Drop the removed entries kept for undo and the audit log's free text; return the space.
 
-    Purged runs become final. An interrupted run keeps its history (resuming needs it).
+    The audit rows of preserve decisions go too (the preserved pairs stay, never proposed
+    again); every delete, merge and eviction stays in the log. Purged runs become final.
+    An interrupted run keeps its history (resuming needs it).
     """
     from ..compressor import RunLock
 

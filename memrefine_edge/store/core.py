@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from ..entry import Entry, content_hash, is_lookup_key, json_size, validate_entry
+from ..entry import Entry, is_lookup_key, json_size, stored_hash, validate_entry
 from ..errors import (
     DuplicateIdError,
     EntryNotFoundError,
@@ -58,7 +58,13 @@ from .schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
 from .sizes import SizesMixin
 from .vectors import VectorsMixin
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryStore", "PAGE_SIZE", "COMPACT_SHARE"]
+
+#: The share of the file that must be free space before :meth:`MemoryStore.compact` VACUUMs it.
+COMPACT_SHARE = 0.1
+#: The page size of a new store (see :class:`MemoryStore`): the smallest SQLite has.
+PAGE_SIZE = 512
+_PAGE_SIZES = tuple(1 << n for n in range(9, 17))
 
 
 class MemoryStore(SizesMixin, VectorsMixin):
@@ -87,6 +93,14 @@ class MemoryStore(SizesMixin, VectorsMixin):
     at :meth:`close`). A store already larger than the cap opens, reads and
     shrinks as usual but cannot grow. The cap belongs to this connection; it
     is not stored in the file.
+
+    ``page_size`` is the SQLite page size of a store this call creates
+    (default :data:`PAGE_SIZE`, 512 bytes; a power of two from 512 to 65536);
+    an existing file keeps the one it was made with. Small pages keep a small
+    store small: every table and index takes at least one page, and an entry
+    row (about 1 KB with its embedding) spills into overflow pages that SQLite
+    fills completely, where larger pages would hold one or two rows and leave
+    the rest empty.
     """
 
     def __init__(
@@ -98,8 +112,12 @@ class MemoryStore(SizesMixin, VectorsMixin):
         busy_timeout_ms: int = 10_000,
         max_file_bytes: int | None = None,
         synchronous: str = "NORMAL",
+        page_size: int = 0,
         _new_file: bool = False,
     ) -> None:
+        page_size = page_size or PAGE_SIZE
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size not in _PAGE_SIZES:
+            raise ValueError(f"page_size must be a power of two from 512 to 65536, got {page_size!r}")
         if max_file_bytes is not None and (
             isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes <= 0
         ):
@@ -117,8 +135,8 @@ class MemoryStore(SizesMixin, VectorsMixin):
             if not self.path.exists():
                 if not create or read_only:
                     raise StoreNotFoundError(f"no memory store at {self.path} (create one with `memrefine import`)")
-                create_store_file(
-                    self.path, lambda tmp: MemoryStore(tmp, _new_file=True, max_file_bytes=max_file_bytes).close())
+                create_store_file(self.path, lambda tmp: MemoryStore(
+                    tmp, _new_file=True, max_file_bytes=max_file_bytes, page_size=page_size).close())
             # Before anything writes to it: only a file this module created is opened.
             check_store_file(self.path)
         try:
@@ -131,8 +149,9 @@ class MemoryStore(SizesMixin, VectorsMixin):
                 conn.execute("PRAGMA query_only = ON")
             if not read_only:
                 if _new_file:
-                    # auto_vacuum only takes effect on a file with no tables yet; the
-                    # application id marks the file as a memory store for later opens.
+                    # The page size and auto_vacuum only take effect on a file with no tables yet;
+                    # the application id marks the file as a memory store for later opens.
+                    conn.execute(f"PRAGMA page_size = {page_size}")
                     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 conn.execute("PRAGMA journal_mode = WAL")
@@ -460,7 +479,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
                 _dumps(list(e.timestamps)),
                 _dumps(dict(e.metadata)),
                 _dumps(list(e.provenance)),
-                content_hash(e.content),
+                stored_hash(e.content),
                 json_size(e),
             ),
         )
@@ -486,15 +505,18 @@ class MemoryStore(SizesMixin, VectorsMixin):
         with self.atomic():
             if entry_id not in self:
                 raise EntryNotFoundError.for_id(entry_id)
-            removed = conn.execute(
-                "SELECT src, dst, ord FROM links WHERE src = ? OR dst = ? ORDER BY src, ord", (entry_id, entry_id)
-            ).fetchall()
+            removed = self.links_touching(entry_id)
             sources = sorted({src for src, dst, _ in removed if dst == entry_id and src != entry_id})
             conn.execute("DELETE FROM links WHERE src = ? OR dst = ?", (entry_id, entry_id))
             conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
             for src in sources:  # their link lists shrank: so did their json size
                 self._refresh_size(src)
-        return [tuple(r) for r in removed]
+        return removed
+
+    def links_touching(self, entry_id: str) -> list[tuple[str, str, int]]:
+        """The links (``src, dst, ord``) to or from an entry, in the order :meth:`remove` returns them."""
+        return [tuple(r) for r in self._db.conn.execute(
+            "SELECT src, dst, ord FROM links WHERE src = ? OR dst = ? ORDER BY src, ord", (entry_id, entry_id))]
 
     def add_links(self, links: Iterable[tuple[str, str, int]]) -> None:
         """Re-insert links (``src, dst, ord``) between live entries; used by undo."""
@@ -550,6 +572,31 @@ class MemoryStore(SizesMixin, VectorsMixin):
                 raise
             self._apply_size_cap()  # a cap clamped to a larger file applies again once it shrank
 
+    def compact(self, *, freed_bytes: int = 0, min_share: float = COMPACT_SHARE) -> bool:
+        """VACUUM when it pays off: when the free pages and ``freed_bytes`` (the bytes of the rows the
+        caller removed since the file was last packed, which left room inside pages) are at least
+        ``min_share`` of the file, and the folders have room for it. Returns whether it ran. O(1) to decide.
+
+        A compression ends with it (:class:`~memrefine_edge.compressor.Compressor`): deletes and
+        merges leave pages part-empty, and a VACUUM packs the rows again. It costs a rewrite of the
+        file, in time about proportional to the file's size; a store that has not lost that share
+        of its bytes is left as it is.
+        """
+        if self.read_only:
+            return False
+        with self._lock:
+            if self._in_tx:
+                raise StoreError("compact() cannot run inside a transaction")
+            page_size = int(self.pragma("page_size"))
+            size = int(self.pragma("page_count")) * page_size
+            if not size or int(self.pragma("freelist_count")) * page_size + max(0, freed_bytes) < min_share * size:
+                return False
+            need, folders = self.vacuum_room()
+            if any(free < need for _, free in folders):
+                return False  # a VACUUM that cannot finish would only fail: the file stays as it is
+            self.vacuum()
+            return True
+
     def vacuum_room(self) -> tuple[int, list[tuple[str, int]]]:
         """What a VACUUM needs: ``(bytes, [(folder, free bytes), ...])`` for the store's and the temp folder.
 
@@ -602,6 +649,19 @@ class MemoryStore(SizesMixin, VectorsMixin):
         """SQLite's ``PRAGMA integrity_check``: ``"ok"`` for a sound file."""
         return str(self._db.conn.execute("PRAGMA integrity_check").fetchone()[0])
 
+    def string_num(self, text: str, *, add: bool = False) -> int | None:
+        """The number of ``text`` in the store's table of strings (ids, actions and model names named by
+        number elsewhere); with ``add``, added if new (inside the caller's transaction), else None if absent."""
+        conn = self._db.conn
+        row = conn.execute("SELECT num FROM strings WHERE text = ?", (text,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        if not add:
+            return None
+        num = conn.execute("INSERT INTO strings (text) VALUES (?)", (text,)).lastrowid
+        assert num is not None  # an INSERT into a rowid table always sets it
+        return num
+
     # --- metadata ------------------------------------------------------------
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
@@ -622,4 +682,6 @@ _KEPT = "Nothing was lost: the failed step was rolled back and the store is as i
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """A field as an entry row stores it: JSON without the spaces after separators (rows written
+    before keep theirs; both read the same)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..decision import Decision
-from ..entry import Entry
+from ..entry import Entry, stored_hash
 from ..errors import (
     HistoryPurgedError,
     JournalConflictError,
@@ -52,7 +52,6 @@ from ..errors import (
     StoreFullError,
     UndoConflictError,
 )
-from .schema import ENTRY_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
     import sqlite_utils
@@ -167,15 +166,7 @@ class RunJournal:
 
     def _string(self, text: str | None) -> int | None:
         """The number of ``text`` in ``strings`` (added if new; inside the caller's transaction)."""
-        if text is None:
-            return None
-        conn = self._db.conn
-        row = conn.execute("SELECT num FROM strings WHERE text = ?", (text,)).fetchone()
-        if row is not None:
-            return int(row[0])
-        num = conn.execute("INSERT INTO strings (text) VALUES (?)", (text,)).lastrowid
-        assert num is not None  # an INSERT into a rowid table always sets it
-        return num
+        return None if text is None else self._store.string_num(text, add=True)
 
     # --- runs ----------------------------------------------------------------
 
@@ -243,11 +234,29 @@ class RunJournal:
 
     def evicted_links(self, run_id: str) -> list[tuple[str, str]]:
         """Links (``src, dst``) that the evictions of ``run_id`` removed, from the undo history."""
-        return [(r[0], r[1]) for r in self._db.conn.execute(
-            "SELECT h.src, h.dst FROM history_links h JOIN decisions d ON d.run_id = h.run_id AND d.step = h.step"
-            " WHERE h.run_id = ? AND d.action = 'evict' ORDER BY h.rowid",
-            (run_id,),
-        )]
+        run = self._run_num(run_id)
+        evict = self._db.conn.execute("SELECT num FROM strings WHERE text = 'evict'").fetchone()
+        steps = [r[0] for r in self._db.conn.execute(
+            "SELECT step FROM audit WHERE run = ? AND action = ? ORDER BY step", (run, evict[0] if evict else None))]
+        out: list[tuple[str, str]] = []
+        for step in steps:
+            for _, links in self._removed(run, step):
+                out.extend((src, dst) for src, dst, _ord in links)
+        return out
+
+    def _removed(self, run: int, step: int) -> list[tuple[tuple[Any, ...], list[tuple[str, str, int]]]]:
+        """The entry rows (all of :data:`ENTRY_COLUMNS`, as undo puts them back) a step removed, in its
+        order, each with the links removed with it (``src, dst, ord``)."""
+        lo = _history_key(run, step, 0)
+        out = []
+        for row in self._db.conn.execute(
+                f"SELECT {_KEPT_COLUMNS}, links FROM removals WHERE k BETWEEN ? AND ? ORDER BY k", (lo, lo + 7)):
+            seq, entry_id, content, keywords, timestamps, metadata, provenance, json_bytes, links = row
+            full = (seq, entry_id, content, keywords, timestamps, metadata, provenance, stored_hash(content),
+                    json_bytes, None, None, None)
+            out.append((full, [(entry_id if src is None else src, entry_id if dst is None else dst, int(ord_))
+                               for src, dst, ord_ in json.loads(links or "[]")]))
+        return out
 
     def preserved_pairs(self) -> list[tuple[str, str]]:
         """Pairs judged preserve (either order is the same pair)."""
@@ -255,26 +264,25 @@ class RunJournal:
 
     # --- applying decisions --------------------------------------------------
 
-    def _snapshot(self, run_id: str, step: int, entry_id: str) -> None:
-        """Copy an entry into history before it is removed: every field undo restores, not its embedding.
+    def _remove(self, run_id: str, step: int, entry_id: str, nth: int = 0) -> None:
+        """Remove an entry, keeping in the undo history what undo restores (``nth``: its place in the step).
 
-        The embedding (1,536 bytes at 384 float32 dimensions, often more than the entry) is recomputable:
-        an entry undo brings back is embedded again by the next compression or search.
+        Kept: every field of the row but the content hash (recomputed from the content) and the
+        embedding (1,536 bytes at 384 float32 dimensions, often more than the entry: an entry undo
+        brings back is embedded again by the next compression or search), and the links removed
+        with it.
         """
         conn = self._db.conn
-        kept = ENTRY_COLUMNS.replace("embedding, embedding_model, embedded_hash", "NULL, NULL, NULL")
-        conn.execute(
-            f"INSERT INTO history (run_id, step, {ENTRY_COLUMNS}) SELECT ?, ?, {kept} FROM entries WHERE id = ?",
-            (run_id, step, entry_id),
-        )
-
-    def _remove(self, run_id: str, step: int, entry_id: str) -> None:
-        self._snapshot(run_id, step, entry_id)
-        for src, dst, ord_ in self._store.remove(entry_id):
-            self._db.conn.execute(
-                "INSERT INTO history_links (run_id, step, src, dst, ord) VALUES (?, ?, ?, ?, ?)",
-                (run_id, step, src, dst, ord_),
-            )
+        row = conn.execute(f"SELECT {_KEPT_COLUMNS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        if row is None:
+            self._store.get(entry_id)  # raises EntryNotFoundError
+        links = self._store.links_touching(entry_id)
+        packed = json.dumps([[None if src == entry_id else src, None if dst == entry_id else dst, ord_]
+                             for src, dst, ord_ in links], ensure_ascii=False, separators=(",", ":"))
+        # The copy is written first: the history needs its room before the removal frees any.
+        conn.execute(f"INSERT INTO removals (k, {_KEPT_COLUMNS}, links) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (_history_key(self._run_num(run_id), step, nth), *row, packed if links else None))
+        self._store.remove(entry_id)
 
     def _record(
         self,
@@ -369,8 +377,8 @@ class RunJournal:
                 (a_id, b_id, a_id, b_id),
             )
         ]
-        self._remove(run_id, step, a_id)
-        self._remove(run_id, step, b_id)
+        self._remove(run_id, step, a_id, 0)
+        self._remove(run_id, step, b_id, 1)
         self._store.add(merged, unknown_links="drop")
         self._store.set_embedding(merged.id, embedding, model_id)
         redirected = []
@@ -417,9 +425,11 @@ class RunJournal:
             # An id the run removed may have been added again since (by the app):
             # restoring it would collide. Refuse before changing anything.
             created = {c for d in decisions for c in d.created_ids}
+            run = self._run_num(run_id)
+            first, last = _history_key(run, 0, 0), _history_key(run + 1, 0, 0) - 1
             taken = [r[0] for r in conn.execute(
-                "SELECT DISTINCT h.id FROM history h JOIN entries e ON e.id = h.id WHERE h.run_id = ? ORDER BY h.id",
-                (run_id,),
+                "SELECT DISTINCT h.id FROM removals h JOIN entries e ON e.id = h.id WHERE h.k BETWEEN ? AND ?"
+                " ORDER BY h.id", (first, last),
             ) if r[0] not in created]
             if taken:
                 more = f" and {len(taken) - 5} more" if len(taken) > 5 else ""
@@ -432,19 +442,11 @@ class RunJournal:
                 for created_id in d.created_ids:
                     if created_id in self._store:
                         self._store.remove(created_id)
-                rows = conn.execute(
-                    f"SELECT {ENTRY_COLUMNS} FROM history WHERE run_id = ? AND step = ? ORDER BY seq",
-                    (run_id, d.step),
-                ).fetchall()
-                self._store.reinsert(rows)
-                links = conn.execute(
-                    "SELECT src, dst, ord FROM history_links WHERE run_id = ? AND step = ? ORDER BY rowid",
-                    (run_id, d.step),
-                ).fetchall()
-                self._store.add_links(links)
-            conn.execute("DELETE FROM preserves WHERE run = ?", (self._run_num(run_id),))
-            conn.execute("DELETE FROM history WHERE run_id = ?", (run_id,))
-            conn.execute("DELETE FROM history_links WHERE run_id = ?", (run_id,))
+                removed = self._removed(run, d.step)
+                self._store.reinsert(sorted((row for row, _ in removed), key=lambda r: r[0]))
+                self._store.add_links([link for _, links in removed for link in links])
+            conn.execute("DELETE FROM preserves WHERE run = ?", (run,))
+            conn.execute("DELETE FROM removals WHERE k BETWEEN ? AND ?", (first, last))
             conn.execute("UPDATE runs SET status = 'undone', finished_at = ? WHERE run_id = ?", (_now(), run_id))
         return len(decisions)
 
@@ -454,7 +456,11 @@ class RunJournal:
         The history of removed entries goes, and so do the decisions'
         ``reason`` and ``merge_instruction`` (free text from the judge and the
         fact guard that can quote a removed entry); the audit log keeps ids,
-        actions, sources, similarities and sizes. With ``secure_delete`` on,
+        actions, sources, similarities and sizes of every decision that changed
+        the memory (delete, merge, evict). The audit rows of ``preserve``
+        decisions, which changed nothing, go too: the preserved pairs stay in
+        ``preserves`` with their run (never proposed again), and each run's
+        report keeps its count of them. With ``secure_delete`` on,
         SQLite overwrites the freed content; the VACUUM that follows rebuilds
         the file without the freed pages, so the removed text is gone from the
         file's bytes. Purged runs can no longer be undone.
@@ -478,13 +484,28 @@ class RunJournal:
             n = conn.execute("SELECT COUNT(*) FROM history WHERE run_id != ?", (keep,)).fetchone()[0]
             for (run_id,) in conn.execute("SELECT DISTINCT run_id FROM history WHERE run_id != ?", (keep,)).fetchall():
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"purged:{run_id}", _now()))
-            conn.execute("DELETE FROM history WHERE run_id != ?", (keep,))
-            conn.execute("DELETE FROM history_links WHERE run_id != ?", (keep,))
             keep_num = self._run_num(keep) if keep else -1
+            conn.execute("DELETE FROM removals WHERE k / ? != ?", (_RUN_SPAN, keep_num))
             conn.execute("UPDATE audit SET reason = NULL, merge_instruction = NULL"
                          " WHERE run != ? AND (reason IS NOT NULL OR merge_instruction IS NOT NULL)", (keep_num,))
+            preserve = self._store.string_num("preserve")
+            if preserve is not None:
+                conn.execute("DELETE FROM audit WHERE run != ? AND action = ?", (keep_num, preserve))
         self._store.vacuum()
         return n
+
+
+#: The undo history's key (migration 0007): runs.num * _RUN_SPAN + step * _STEP_SLOTS + the entry's place in the step.
+_RUN_SPAN = 1 << 32
+_STEP_SLOTS = 8
+#: The columns of an entry row the undo history keeps, in table order.
+_KEPT_COLUMNS = "seq, id, content, keywords, timestamps, metadata, provenance, json_bytes"
+
+
+def _history_key(run: int, step: int, nth: int) -> int:
+    if not 0 <= nth < _STEP_SLOTS or not 0 <= step < _RUN_SPAN // _STEP_SLOTS:
+        raise ValueError(f"step {step} (entry {nth}) is outside what the undo history can key")
+    return run * _RUN_SPAN + step * _STEP_SLOTS + nth
 
 
 def _implied_removed(action: str, a_id: str | None, b_id: str | None, target: str | None) -> list[str]:

@@ -336,6 +336,64 @@ MIGRATIONS: list[Migration] = [
             JOIN strings sa ON sa.num = p.a JOIN strings sb ON sb.num = p.b JOIN runs r ON r.num = p.run;
         """,
     ),
+    Migration(
+        "0007_compact_history",
+        """
+        -- The undo history in one table with no index of its own. Its key packs the run, the
+        -- step and which of the step's removed entries (a merge removes two) into the rowid:
+        -- runs.num * 2^32 + step * 8 + i, so a run's or a step's rows are one rowid range. A
+        -- row keeps what undo restores and nothing it can recompute (the content hash; the
+        -- embedding was never kept), and the links removed with the entry as JSON
+        -- [[src, dst, ord], ...] in removal order, the entry's own id written as null. The
+        -- migrated links of a step all go with its first row: undo restores them in the same
+        -- order. `history` stays readable as a view with the columns of migration 0002, the
+        -- links as one more column.
+        CREATE TABLE removals (
+            k INTEGER PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            content TEXT NOT NULL,
+            keywords TEXT NOT NULL,
+            timestamps TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            provenance TEXT NOT NULL,
+            json_bytes INTEGER NOT NULL,
+            links TEXT
+        );
+        INSERT INTO removals (k, seq, id, content, keywords, timestamps, metadata, provenance, json_bytes, links)
+            SELECT r.num * 4294967296 + h.step * 8 + h.i - 1, h.seq, h.id, h.content, h.keywords, h.timestamps,
+                   h.metadata, h.provenance, h.json_bytes,
+                   CASE WHEN h.i = 1 THEN (
+                       SELECT NULLIF(json_group_array(json_array(CASE WHEN l.src = h.id THEN NULL ELSE l.src END,
+                                                                 CASE WHEN l.dst = h.id THEN NULL ELSE l.dst END,
+                                                                 l.ord)), '[]')
+                       FROM (SELECT src, dst, ord FROM history_links
+                             WHERE run_id = h.run_id AND step = h.step ORDER BY rowid) l) END
+            FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY run_id, step ORDER BY seq) AS i FROM history) h
+            JOIN runs r ON r.run_id = h.run_id
+            ORDER BY 1;
+        DROP TABLE history;
+        DROP TABLE history_links;
+        CREATE VIEW history AS
+            SELECT r.run_id AS run_id, h.k % 4294967296 / 8 AS step, h.seq AS seq, h.id AS id, h.content AS content,
+                   h.keywords AS keywords, h.timestamps AS timestamps, h.metadata AS metadata,
+                   h.provenance AS provenance, NULL AS content_hash, h.json_bytes AS json_bytes, NULL AS embedding,
+                   NULL AS embedding_model, NULL AS embedded_hash, h.links AS links
+            FROM removals h JOIN runs r ON r.num = h.k / 4294967296;
+        """,
+    ),
+    Migration(
+        "0008_embedding_model_numbers",
+        """
+        -- An entry named the model of its embedding in full (45 bytes for the bundled encoder);
+        -- it names it as '#' and the model's number in `strings` now.
+        INSERT OR IGNORE INTO strings (text)
+            SELECT DISTINCT embedding_model FROM entries
+            WHERE embedding_model IS NOT NULL AND embedding_model NOT LIKE '#%' ORDER BY 1;
+        UPDATE entries SET embedding_model = '#' || (SELECT num FROM strings WHERE text = entries.embedding_model)
+            WHERE embedding_model IS NOT NULL AND embedding_model NOT LIKE '#%';
+        """,
+    ),
 ]
 
 

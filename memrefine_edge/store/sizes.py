@@ -27,7 +27,7 @@ __all__ = ["METRICS", "StoreStats", "SizesMixin"]
 
 METRICS = ("json", "disk")
 _MEMORY_TABLES = ("entries", "links", "links_dst", "sqlite_autoindex_entries_1", "entries_json_bytes")
-_HISTORY_TABLES = ("history", "sqlite_autoindex_history_1", "history_links", "history_links_step")
+_HISTORY_TABLES = ("removals",)  # the undo history (migration 0007): one table, no index of its own
 #: The running disk estimate of one entry row and one link row (the definition migration 0005's triggers use).
 _ROW_ESTIMATE = entry_row_bytes()
 _LINK_ESTIMATE = link_row_bytes()
@@ -146,7 +146,7 @@ class SizesMixin:
         history_bytes = int(conn.execute(
             f"SELECT COALESCE(SUM(pgsize - unused), 0) FROM dbstat WHERE name IN ({marks})", _HISTORY_TABLES
         ).fetchone()[0])
-        history_entries = int(conn.execute("SELECT COUNT(*) FROM history").fetchone()[0])
+        history_entries = int(conn.execute("SELECT COUNT(*) FROM removals").fetchone()[0])
         return StoreStats(
             entries=n,
             json_bytes=self.json_bytes(),
@@ -182,7 +182,7 @@ class SizesMixin:
         """Size of a store that holds only this entry (its links to others gone).
 
         ``json``: the entry's json size without links. ``disk``: the entry is
-        written alone into an in-memory database with this schema and
+        written alone into an in-memory database with this schema and page size and
         measured with ``dbstat`` exactly as :meth:`disk_bytes` measures; an
         entry not embedded yet gets a zero blob of ``embedding_bytes``.
         """
@@ -195,6 +195,7 @@ class SizesMixin:
         blob = row[8] if row[8] is not None else (bytes(embedding_bytes) if embedding_bytes else None)
         mem = sqlite3.connect(":memory:")
         try:
+            mem.execute(f"PRAGMA page_size = {int(self._db.conn.execute('PRAGMA page_size').fetchone()[0])}")
             for migration in MIGRATIONS:
                 for statement in split_sql(migration.sql):
                     mem.execute(statement)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..entry import Entry, is_lookup_key
-from ..errors import EntryNotFoundError
+from ..errors import ConfigurationError, EntryNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..backends.encoder import Encoder
@@ -83,6 +83,16 @@ class VectorsMixin:
         def atomic(self) -> AbstractContextManager[None]: ...
         def _read_snapshot(self) -> AbstractContextManager[None]: ...
         def get(self, entry_id: str) -> Entry: ...
+        def string_num(self, text: str, *, add: bool = False) -> int | None: ...
+
+    def _model_tag(self, model_id: str, *, add: bool = False) -> str:
+        """What ``entries.embedding_model`` holds for this model: ``#`` and its number in ``strings``
+        (migration 0008), or, for a model no entry was embedded with yet (and ``add`` false), its name.
+        A reader matches the name too (a row written in full by an older writer)."""
+        if model_id.startswith("#"):  # the form of a model's number: a name may not take it
+            raise ConfigurationError(f"an embedding model id may not start with '#', got {model_id!r}")
+        num = self.string_num(model_id, add=add)
+        return model_id if num is None else f"#{num}"
 
     def ensure_embeddings(self, encoder: "Encoder", *, batch_size: int = 64, progress=None,
                           page_rows: int = 8192) -> int:
@@ -99,12 +109,14 @@ class VectorsMixin:
         entries were embedded.
         """
         conn = self._db.conn
-        stale = "(embedding IS NULL OR embedding_model IS NOT ? OR embedded_hash IS NOT content_hash)"
+        # A row names its model by number (migration 0008) or, written by an older writer, in full.
+        stale = ("(embedding IS NULL OR embedding_model IS NULL OR embedding_model NOT IN (?, ?)"
+                 " OR embedded_hash IS NOT content_hash)")
+        models = (self._model_tag(encoder.model_id), encoder.model_id)
         # Contents that occur more than once, with how many of their copies are left to write.
         total, left = 0, {}
         for digest, count in conn.execute(
-                f"SELECT content_hash, COUNT(*) FROM entries WHERE {stale} GROUP BY content_hash",
-                (encoder.model_id,)):
+                f"SELECT content_hash, COUNT(*) FROM entries WHERE {stale} GROUP BY content_hash", models):
             total += count
             if count > 1:
                 left[digest] = count
@@ -118,7 +130,7 @@ class VectorsMixin:
         while True:
             page = conn.execute(
                 f"SELECT seq, id, content, content_hash FROM entries WHERE seq > ? AND {stale} ORDER BY seq LIMIT ?",
-                (after, encoder.model_id, page_rows),
+                (after, *models, page_rows),
             ).fetchall()
             if not page:
                 break
@@ -139,6 +151,7 @@ class VectorsMixin:
                 if not start:  # the page's reused contents ride with its first batch
                     todo += [(d, done_blobs[d]) for d in reused]
                 with self.atomic():
+                    tag = self._model_tag(encoder.model_id, add=True)
                     for digest, blob in todo:
                         for entry_id in rows_of[digest]:
                             # Only if the content is still the one embedded: another
@@ -146,7 +159,7 @@ class VectorsMixin:
                             conn.execute(
                                 "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash"
                                 " WHERE id = ? AND content_hash = ?",
-                                (blob, encoder.model_id, entry_id, digest),
+                                (blob, tag, entry_id, digest),
                             )
                 for digest, blob in todo:
                     if digest in left:
@@ -181,7 +194,7 @@ class VectorsMixin:
         with self.atomic():
             cur = self._db.conn.execute(
                 "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash WHERE id = ?",
-                (blob, model_id, entry_id),
+                (blob, self._model_tag(model_id, add=True), entry_id),
             )
             if cur.rowcount == 0:
                 raise EntryNotFoundError.for_id(entry_id)
@@ -193,8 +206,8 @@ class VectorsMixin:
         array is the result (at 100k entries of d = 384, 154 MB; the blobs
         are never all in memory at once).
         """
-        where = " WHERE embedding IS NOT NULL" + (" AND embedding_model = ?" if model_id else "")
-        args = (model_id,) if model_id else ()
+        where = " WHERE embedding IS NOT NULL" + (" AND embedding_model IN (?, ?)" if model_id else "")
+        args = (self._model_tag(model_id), model_id) if model_id else ()
         with self._read_snapshot():
             n = int(self._db.conn.execute("SELECT COUNT(*) FROM entries" + where, args).fetchone()[0])
             if not n:
@@ -220,14 +233,15 @@ class VectorsMixin:
         """
         with self._read_snapshot():
             conn = self._db.conn
-            where = " WHERE embedding IS NOT NULL AND embedding_model = ?"
-            n = int(conn.execute("SELECT COUNT(*) FROM entries" + where, (model_id,)).fetchone()[0])
+            where = " WHERE embedding IS NOT NULL AND embedding_model IN (?, ?)"
+            models = (self._model_tag(model_id), model_id)
+            n = int(conn.execute("SELECT COUNT(*) FROM entries" + where, models).fetchone()[0])
             if not n:
                 return [], np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.float32)
             ids: list[str] = []
             codes: np.ndarray | None = None
             scales = np.empty(n, dtype=np.float32)
-            for entry_id, blob in conn.execute(f"SELECT id, embedding FROM entries{where} ORDER BY seq", (model_id,)):
+            for entry_id, blob in conn.execute(f"SELECT id, embedding FROM entries{where} ORDER BY seq", models):
                 if blob[:4] != EMBEDDING_TAG:
                     return None
                 if codes is None:
