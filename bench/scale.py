@@ -22,8 +22,10 @@ everything cannot turn it into an all-pairs sweep.
 
 About 20% of entries link to an earlier one; each has a date and two keywords.
 
-Every size runs in a fresh subprocess (its peak RSS is its own ``VmHWM``). In
-each: build the store; the first embedding pass (timed and sized apart); a
+Every size runs in two fresh subprocesses. The first writes the synthetic
+store (the records are the benchmark's, so their memory stays out of the
+measured process). The second is the measured one (its peak RSS is its own
+``VmHWM``): it opens the store; the first embedding pass (timed and sized apart); a
 compression to 50% of the json size with the model-free judge (``memrefine``
 with ``--judge-model none``, deterministic merges) as ``memrefine compress``
 builds it; then ``search`` latency and ``add()`` latency with :class:`Upkeep`
@@ -246,123 +248,132 @@ def agreement(store, encoder, queries: list[str], *, pairs: int = 2_000) -> dict
             "cosine_abs_error_max": float(err.max()), "cosine_abs_error_median": float(np.median(err))}
 
 
+def _entry(r: dict):
+    from memrefine_edge.store import Entry
+
+    return Entry(id=r["id"], content=r["content"], keywords=tuple(r["keywords"]),
+                 timestamps=tuple(r["timestamps"]), links=(r["link"],) if "link" in r else ())
+
+
+def build_child(spec: dict) -> dict:
+    """Write the synthetic store of one size to ``spec["db"]`` (and the records used for queries and adds
+    beside it), in a process of its own: the records are the benchmark's, not the user's, so they stay
+    out of the measured process's memory."""
+    from memrefine_edge.store import MemoryStore
+
+    n, db = spec["n"], Path(spec["db"])
+    recs = synthetic_memories(n + 400, seed=spec.get("seed", 0))
+    db.with_suffix(".extra.json").write_text(json.dumps(recs[n:]))
+    t = time.perf_counter()
+    with MemoryStore(db) as store:
+        for s in range(0, n, 5_000):
+            store.add_many([_entry(r) for r in recs[s : min(n, s + 5_000)]])
+    return {"build_s": round(time.perf_counter() - t, 2), "build_peak_rss_mb": round(_hwm_mb(), 1)}
+
+
 def child(spec: dict) -> dict:
-    """One size, in this (fresh) process."""
+    """One size, in this (fresh) process, on the store :func:`build_child` wrote."""
     import numpy as np
 
     from memrefine_edge.compressor import Compressor, Upkeep
-    from memrefine_edge.store import Entry, MemoryStore
+    from memrefine_edge.store import MemoryStore
 
     n = spec["n"]
     out: dict = {"n": n, "encoder": spec["encoder"], "load_start": [round(x, 2) for x in os.getloadavg()]}
     rss: dict[str, float] = {"start": round(_rss_mb(), 1)}
-    recs = synthetic_memories(n + 400, seed=spec.get("seed", 0))
-    extra, recs = recs[n:], recs[:n]
-
-    def entry(r: dict) -> Entry:
-        return Entry(id=r["id"], content=r["content"], keywords=tuple(r["keywords"]),
-                     timestamps=tuple(r["timestamps"]), links=(r["link"],) if "link" in r else ())
-
-    tmp = Path(tempfile.mkdtemp(prefix="memrefine-bench-scale-"))
-    try:
-        db = tmp / "store.db"
-        store = MemoryStore(db)
+    db = Path(spec["db"])
+    extra = json.loads(db.with_suffix(".extra.json").read_text())
+    entry = _entry
+    store = MemoryStore(db, create=False)
+    rss["store opened"] = round(_rss_mb(), 1)
+    parts = _pipeline(spec["encoder"])
+    encoder = parts.encoder
+    clock: Counter = Counter()
+    t = time.perf_counter()
+    store.ensure_embeddings(encoder)
+    out["embed_s"] = round(time.perf_counter() - t, 2)
+    out["embed_per_s"] = round(n / max(out["embed_s"], 1e-9), 1)
+    rss["after embedding"] = round(_rss_mb(), 1)
+    if spec.get("agreement"):
         t = time.perf_counter()
-        for s in range(0, n, 5_000):
-            store.add_many([entry(r) for r in recs[s : s + 5_000]])
-        out["build_s"] = round(time.perf_counter() - t, 2)
-        del recs
-        rss["store built"] = round(_rss_mb(), 1)
-        parts = _pipeline(spec["encoder"])
-        encoder = parts.encoder
-        clock: Counter = Counter()
+        out["int8_vs_float32"] = agreement(store, encoder, [r["content"] for r in extra[:50]])
+        out["int8_vs_float32"]["seconds"] = round(time.perf_counter() - t, 1)
+    rss["hwm after embedding"] = round(_hwm_mb(), 1)
+    st = store.stats()
+    out["before"] = {"entries": st.entries, "json_bytes": st.json_bytes, "file_bytes": st.file_bytes,
+                     "embedding_bytes": st.embedding_bytes}
+
+    outside = _Timed(clock, "outside")
+    outside.wrap(parts.method, "decide")
+    outside.wrap(parts.merger, "merge")
+    outside.wrap(encoder, "embed")
+    marks: list[tuple[float, float]] = []
+
+    def progress(_p) -> None:
+        marks.append((time.perf_counter(), clock["outside"]))
+
+    comp = Compressor(store, encoder=encoder, method=parts.method, merger=parts.merger, progress=progress)
+    t0 = time.perf_counter()
+    report = comp.run(budget=0.5, max_decisions=spec.get("max_decisions") or 3 * n)
+    run_s = time.perf_counter() - t0
+    rss["after compression"] = round(_rss_mb(), 1)
+    rss["hwm after compression"] = round(_hwm_mb(), 1)
+    engine = [1000 * ((t2 - t1) - (o2 - o1)) for (t1, o1), (t2, o2) in zip(marks, marks[1:], strict=False)]
+    sec = dict(report.seconds)
+    out.update({
+        "decisions": report.decisions, "actions": report.actions, "stop_reason": report.stop_reason,
+        "budget_met": report.budget_met, "capped": report.stop_reason.startswith("stopped"),
+        "ratio": round(report.realized_ratio, 4),
+        "run_s": round(run_s, 2), "loop_s": round(run_s - sec.get("embed", 0.0), 2), "stages_s": sec,
+        "setup_s": round(marks[0][0] - t0, 2) if marks else None,
+        "engine_ms_median": _pct(engine, 50), "engine_ms_p99": _pct(engine, 99),
+        "engine_ms_mean": round(float(np.mean(engine)), 3) if engine else None,
+    })
+    st = store.stats()
+    out["after"] = {"entries": st.entries, "json_bytes": st.json_bytes, "file_bytes": st.file_bytes,
+                    "history_entries": st.history_entries}
+
+    # search: the first query builds the cache; then queries of the store's own kind.
+    queries = [r["content"] for r in extra[:60]]
+    t = time.perf_counter()
+    store.search(queries[0], k=10, encoder=encoder)
+    out["search_first_ms"] = round(1000 * (time.perf_counter() - t), 2)
+    lat, enc = [], []
+    for q in queries[1:]:
         t = time.perf_counter()
-        store.ensure_embeddings(encoder)
-        out["embed_s"] = round(time.perf_counter() - t, 2)
-        out["embed_per_s"] = round(n / max(out["embed_s"], 1e-9), 1)
-        rss["after embedding"] = round(_rss_mb(), 1)
-        if spec.get("agreement"):
-            t = time.perf_counter()
-            out["int8_vs_float32"] = agreement(store, encoder, [r["content"] for r in extra[:50]])
-            out["int8_vs_float32"]["seconds"] = round(time.perf_counter() - t, 1)
-        rss["hwm after embedding"] = round(_hwm_mb(), 1)
-        st = store.stats()
-        out["before"] = {"entries": st.entries, "json_bytes": st.json_bytes, "file_bytes": st.file_bytes,
-                         "embedding_bytes": st.embedding_bytes}
-
-        outside = _Timed(clock, "outside")
-        outside.wrap(parts.method, "decide")
-        outside.wrap(parts.merger, "merge")
-        outside.wrap(encoder, "embed")
-        marks: list[tuple[float, float]] = []
-
-        def progress(_p) -> None:
-            marks.append((time.perf_counter(), clock["outside"]))
-
-        comp = Compressor(store, encoder=encoder, method=parts.method, merger=parts.merger, progress=progress)
-        t0 = time.perf_counter()
-        report = comp.run(budget=0.5, max_decisions=spec.get("max_decisions") or 3 * n)
-        run_s = time.perf_counter() - t0
-        rss["after compression"] = round(_rss_mb(), 1)
-        rss["hwm after compression"] = round(_hwm_mb(), 1)
-        engine = [1000 * ((t2 - t1) - (o2 - o1)) for (t1, o1), (t2, o2) in zip(marks, marks[1:], strict=False)]
-        sec = dict(report.seconds)
-        out.update({
-            "decisions": report.decisions, "actions": report.actions, "stop_reason": report.stop_reason,
-            "budget_met": report.budget_met, "capped": report.stop_reason.startswith("stopped"),
-            "ratio": round(report.realized_ratio, 4),
-            "run_s": round(run_s, 2), "loop_s": round(run_s - sec.get("embed", 0.0), 2), "stages_s": sec,
-            "setup_s": round(marks[0][0] - t0, 2) if marks else None,
-            "engine_ms_median": _pct(engine, 50), "engine_ms_p99": _pct(engine, 99),
-            "engine_ms_mean": round(float(np.mean(engine)), 3) if engine else None,
-        })
-        st = store.stats()
-        out["after"] = {"entries": st.entries, "json_bytes": st.json_bytes, "file_bytes": st.file_bytes,
-                        "history_entries": st.history_entries}
-
-        # search: the first query builds the cache; then queries of the store's own kind.
-        queries = [r["content"] for r in extra[:60]]
+        store.search(q, k=10, encoder=encoder)
+        lat.append(1000 * (time.perf_counter() - t))
         t = time.perf_counter()
-        store.search(queries[0], k=10, encoder=encoder)
-        out["search_first_ms"] = round(1000 * (time.perf_counter() - t), 2)
-        lat, enc = [], []
-        for q in queries[1:]:
-            t = time.perf_counter()
-            store.search(q, k=10, encoder=encoder)
-            lat.append(1000 * (time.perf_counter() - t))
-            t = time.perf_counter()
-            encoder.embed([q])
-            enc.append(1000 * (time.perf_counter() - t))
-        out["search_ms_median"], out["search_ms_p99"] = _pct(lat, 50), _pct(lat, 99)
-        out["search_query_embed_ms_median"] = _pct(enc, 50)
-        rss["after search"] = round(_rss_mb(), 1)
+        encoder.embed([q])
+        enc.append(1000 * (time.perf_counter() - t))
+    out["search_ms_median"], out["search_ms_p99"] = _pct(lat, 50), _pct(lat, 99)
+    out["search_query_embed_ms_median"] = _pct(enc, 50)
+    rss["after search"] = round(_rss_mb(), 1)
 
-        # add() with Upkeep installed: below the watermark, then the add whose crossing runs a pass.
-        size = store.json_bytes()
-        up = Upkeep(Compressor(store, encoder=encoder, method=parts.method, merger=parts.merger),
-                    high_bytes=size + 10**9, low_bytes=size).install()
-        adds = []
-        for r in extra[60:360]:
-            t = time.perf_counter()
-            store.add(entry({k: v for k, v in r.items() if k != "link"}))
-            adds.append(1000 * (time.perf_counter() - t))
-        out["add_ms_median"], out["add_ms_p99"] = _pct(adds, 50), _pct(adds, 99)
-        size = store.json_bytes()
-        up.high_bytes, up.low_bytes = size, int(size * 0.99)
+    # add() with Upkeep installed: below the watermark, then the add whose crossing runs a pass.
+    size = store.json_bytes()
+    up = Upkeep(Compressor(store, encoder=encoder, method=parts.method, merger=parts.merger),
+                high_bytes=size + 10**9, low_bytes=size).install()
+    adds = []
+    for r in extra[60:360]:
         t = time.perf_counter()
-        if not spec.get("no_crossing"):
-            store.add(entry({k: v for k, v in extra[360].items() if k != "link"}))
-        out["add_crossing_ms"] = round(1000 * (time.perf_counter() - t), 1) if not spec.get("no_crossing") else None
-        out["add_crossing_pass"] = ({"decisions": up.reports[-1].decisions, "seconds": up.reports[-1].seconds}
-                                    if up.reports else None)
-        rss["end"] = round(_rss_mb(), 1)
-        out["peak_rss_mb"] = round(_hwm_mb(), 1)
-        out["rss_marks_mb"] = rss
-        store.close()
-        out["load_end"] = [round(x, 2) for x in os.getloadavg()]
-        return out
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        store.add(entry({k: v for k, v in r.items() if k != "link"}))
+        adds.append(1000 * (time.perf_counter() - t))
+    out["add_ms_median"], out["add_ms_p99"] = _pct(adds, 50), _pct(adds, 99)
+    size = store.json_bytes()
+    up.high_bytes, up.low_bytes = size, int(size * 0.99)
+    t = time.perf_counter()
+    if not spec.get("no_crossing"):
+        store.add(entry({k: v for k, v in extra[360].items() if k != "link"}))
+    out["add_crossing_ms"] = round(1000 * (time.perf_counter() - t), 1) if not spec.get("no_crossing") else None
+    out["add_crossing_pass"] = ({"decisions": up.reports[-1].decisions, "seconds": up.reports[-1].seconds}
+                                if up.reports else None)
+    rss["end"] = round(_rss_mb(), 1)
+    out["peak_rss_mb"] = round(_hwm_mb(), 1)
+    out["rss_marks_mb"] = rss
+    store.close()
+    out["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    return out
 
 
 # --- parent side --------------------------------------------------------------------
@@ -370,12 +381,20 @@ def child(spec: dict) -> dict:
 
 def run_child(spec: dict) -> dict:
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True,
-                          cwd=REPO)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-3000:])
-        return {**spec, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    tmp = Path(tempfile.mkdtemp(prefix="memrefine-bench-scale-"))
+    try:
+        spec = {**spec, "db": str(tmp / "store.db")}
+        out: dict = {}
+        for phase in ("build", "measure"):
+            proc = subprocess.run([sys.executable, __file__, "--child", json.dumps({**spec, "phase": phase})],
+                                  capture_output=True, text=True, cwd=REPO)
+            if proc.returncode != 0:
+                sys.stderr.write(proc.stderr[-3000:])
+                err = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"
+                return {k: v for k, v in spec.items() if k != "db"} | {"error": f"{phase}: {err}"}
+            out.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"  n={spec['n']}: {time.perf_counter() - t:.0f}s", file=sys.stderr)
     return out
 
@@ -457,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child")
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(json.loads(args.child))))
+        spec = json.loads(args.child)
+        print(json.dumps(build_child(spec) if spec.get("phase") == "build" else child(spec)))
         return 0
     if not LOCOMO.exists():
         print(f"needs the dev conversations at {LOCOMO.relative_to(REPO.parent)} beside the repository",
