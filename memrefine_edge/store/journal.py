@@ -241,14 +241,6 @@ class RunJournal:
             for r in rows
         ]
 
-    def evicted_links(self, run_id: str) -> list[tuple[str, str]]:
-        """Links (``src, dst``) that the evictions of ``run_id`` removed, from the undo history."""
-        return [(r[0], r[1]) for r in self._db.conn.execute(
-            "SELECT h.src, h.dst FROM history_links h JOIN decisions d ON d.run_id = h.run_id AND d.step = h.step"
-            " WHERE h.run_id = ? AND d.action = 'evict' ORDER BY h.rowid",
-            (run_id,),
-        )]
-
     def preserved_pairs(self) -> list[tuple[str, str]]:
         """Pairs judged preserve (either order is the same pair)."""
         return [(r[0], r[1]) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved ORDER BY a_id, b_id")]
