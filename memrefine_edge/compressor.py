@@ -26,9 +26,10 @@ Budget modes:
        entry go before a short one equally well covered: it frees more
        budget, and a short entry leaves more room in a reader's context.
 
-    The largest entry that fits the budget alone is never evicted, so the
-    loop ends at or under the budget; a budget below the smallest entry is
-    an error before anything changes. Each choice depends only on the live
+    The last live entry that fits the budget alone is never evicted (the
+    entry this order values most among those that fit), so the loop ends at
+    or under the budget; a budget below the smallest entry is an error
+    before anything changes. Each choice depends only on the live
     entries, so a run resumed mid-eviction takes the same order. Cost: one
     more neighbour-list build (as the candidate queue's: half an n x n
     product) and a rescan of one row when all k neighbours on its list are
@@ -437,9 +438,10 @@ class Compressor:
 
         Each choice is a function of the live entries alone (their content,
         sizes and vectors), so a run resumed mid-eviction continues in the
-        order the interrupted one would have taken. The largest entry that
-        fits the budget on its own is never evicted, so the loop always ends
-        at or under a budget that passed :meth:`target_bytes`.
+        order the interrupted one would have taken. The last live entry that
+        fits the budget on its own is never evicted (the one this order
+        values most among those that fit), so the loop always ends at or
+        under a budget that passed :meth:`target_bytes`.
         """
         import heapq
         import math
@@ -454,10 +456,25 @@ class Compressor:
         # entries() yields insertion order: the position is the seq order (oldest first).
         ours = [e for e in store.entries() if e.id not in outsiders]
         size = {e.id: json_size(replace(e, links=())) for e in ours}  # links come and go with neighbours
-        keeper = next((e.id for e in sorted(ours, key=lambda e: -size[e.id])
-                       if store.solo_size(e.id, metric) <= target), None)
-
         gone: set[str] = set()
+        fits: dict[str, bool] = {}  # whether a store of this entry alone is within the target (never changes)
+        scan, witness = 0, None  # a live entry known to fit alone, found by scanning ``ours`` once
+
+        def may_evict(entry_id: str) -> bool:
+            """False only for the last live entry that fits the budget alone (a function of the live set)."""
+            nonlocal scan, witness
+            if witness is not None and witness != entry_id and witness not in gone:
+                return True
+            while scan < len(ours):  # entries passed are gone, too large, or were the candidate then
+                other = ours[scan].id
+                if other != entry_id and other not in gone and self._fits(other, target, fits):
+                    witness = other
+                    return True
+                scan += 1
+            if self._fits(entry_id, target, fits):
+                witness = entry_id
+                return False
+            return True
 
         def evict(entry_id: str, why: str) -> None:
             nonlocal step, done
@@ -473,7 +490,7 @@ class Compressor:
         for e in ours:
             if not self._over(target):
                 return step
-            if e.id != keeper and is_filler(e.content):
+            if is_filler(e.content) and may_evict(e.id):
                 evict(e.id, "pure filler")
         ours = [e for e in ours if e.id not in gone]
         if not self._over(target):
@@ -492,18 +509,26 @@ class Compressor:
             value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, size[entry_id]))
             return (-value, pos[entry_id], entry_id, None if near is None else str(near[0]), cos)
 
-        heap = [key(e.id) for e in ours if e.id != keeper]
+        heap = [key(e.id) for e in ours]
         heapq.heapify(heap)
         while heap and self._over(target):
             _, _, entry_id, near, cos = heapq.heappop(heap)
             if near is not None and near not in queue:  # its nearest has gone: its value fell, look again
                 heapq.heappush(heap, key(entry_id))
                 continue
+            if not may_evict(entry_id):
+                continue  # stays, and is never asked again
             if entry_id in queue:
                 queue.remove(entry_id)
             covered = f"nearest {near} at cos {cos:.3f}" if near is not None else "no neighbour"
             evict(entry_id, f"most redundant left ({covered}), {size[entry_id]} bytes")
         return step
+
+    def _fits(self, entry_id: str, target: int, cache: dict[str, bool]) -> bool:
+        """Whether a store of this entry alone is within ``target`` (measured once per entry)."""
+        if entry_id not in cache:
+            cache[entry_id] = self.store.solo_size(entry_id, self._metric) <= target
+        return cache[entry_id]
 
     # --- reporting -----------------------------------------------------------
 

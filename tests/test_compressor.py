@@ -219,7 +219,7 @@ def _evicted(store: MemoryStore) -> list[str]:
     return [d.target for d in store.journal.decisions() if d.action == "evict"]
 
 
-def naive_eviction_order(entries: list[Entry], target: int, keeper: str) -> list[str]:
+def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
     """The strict order recomputed from scratch before every eviction (full similarity matrix)."""
     import math
     from dataclasses import replace
@@ -236,11 +236,16 @@ def naive_eviction_order(entries: list[Entry], target: int, keeper: str) -> list
     size = {e.id: json_size(replace(e, links=())) for e in entries}
     live = [e.id for e in entries]
     total = sum(size.values())  # links left aside: the caller's target is in these sizes
-    out = []
+    out: list[str] = []
+    kept: set[str] = set()
+
+    def last_fitting(i: str) -> bool:
+        return size[i] <= target and not any(size[j] <= target for j in live if j != i)
+
     for e in entries:
         if total <= target:
             return out
-        if e.id != keeper and is_filler(e.content):
+        if is_filler(e.content) and not last_fitting(e.id):
             live.remove(e.id)
             out.append(e.id)
             total -= size[e.id]
@@ -249,12 +254,15 @@ def naive_eviction_order(entries: list[Entry], target: int, keeper: str) -> list
         np.fill_diagonal(sims, -np.inf)
         best = None
         for r, i in enumerate(live):
-            if i == keeper:
+            if i in kept:
                 continue
             cos = float(sims[r].max()) if len(live) > 1 else -1.0
             value = cos + EVICT_SIZE_WEIGHT * math.log(size[i])
             if best is None or value > best[0]:
                 best = (value, i)
+        if last_fitting(best[1]):
+            kept.add(best[1])
+            continue
         live.remove(best[1])
         out.append(best[1])
         total -= size[best[1]]
@@ -289,21 +297,20 @@ def test_strict_eviction_takes_filler_then_the_most_redundant_entry_left(tmp_pat
         assert all(r.startswith("strict budget: most redundant left (nearest ") for r in reasons[1:])
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_strict_eviction_order_equals_a_naive_full_recompute(tmp_path, seed):
+@pytest.mark.parametrize("seed,ratio", [(0, 0.35), (1, 0.35), (2, 0.35), (3, None)])
+def test_strict_eviction_order_equals_a_naive_full_recompute(tmp_path, seed, ratio):
     # Entries without links, so the target in link-free sizes is the store's own.
     entries = [replace_links(e) for e in synthetic_entries(30, seed)]
     entries[4] = Entry(id=entries[4].id, content="Ana: thanks a lot, awesome!")  # one filler
     with MemoryStore(tmp_path / "n.db") as store:
         store.add_many(entries)
-        target = int(store.json_bytes() * 0.35)
-        from memrefine_edge.entry import json_size
-
-        keeper = max(entries, key=lambda e: json_size(e)).id  # first of the largest: the oldest
+        # None: a budget only the smallest entry fits, which then is never evicted.
+        target = int(store.json_bytes() * ratio) if ratio else store.min_entry_json_bytes()
         comp = compressor(store, ScriptedMethod(policy="preserve"), mode="strict")
         assert comp.run(budget_bytes=target).budget_met
-        assert keeper in store
-        assert _evicted(store) == naive_eviction_order(entries, target, keeper)
+        assert _evicted(store) == naive_eviction_order(entries, target)
+        if ratio is None:
+            assert len(store) == 1
 
 
 def replace_links(e: Entry) -> Entry:
@@ -352,16 +359,13 @@ def test_strict_eviction_interrupted_and_resumed_equals_an_uninterrupted_run(tmp
         assert store.journal.unfinished_run() is None
 
 
-def test_strict_eviction_never_evicts_the_largest_entry_that_fits_alone(tmp_path):
+def test_strict_eviction_never_evicts_the_last_entry_that_fits_alone(tmp_path):
     with make_store(tmp_path / "k.db", n=20, seed=4) as store:
-        from dataclasses import replace
-
-        from memrefine_edge.entry import json_size
-
-        largest = max(store.entries(), key=lambda e: json_size(replace(e, links=()))).id
-        target = store.solo_size(largest, "json")
-        report = compressor(store, ScriptedMethod(policy="preserve"), mode="strict").run(budget_bytes=target)
-        assert report.budget_met and store.ids() == [largest]
+        comp = compressor(store, ScriptedMethod(policy="preserve"), mode="strict")
+        solo = {i: store.solo_size(i, "json") for i in store.ids()}
+        target = min(solo.values())  # only the smallest entries fit alone: the last of them stays
+        report = comp.run(budget_bytes=target)
+        assert report.budget_met and len(store) == 1 and solo[store.ids()[0]] == target
 
 
 def test_paper_mode_says_when_it_stops_above_budget(tmp_path):
