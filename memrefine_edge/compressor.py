@@ -15,10 +15,27 @@ Budget modes:
     The report says which.
 ``strict``
     The budget is hard. When candidates run out above budget, entries are
-    evicted, each eviction audited, in this value order (least valuable
-    first): pure filler first; then fewest links (in + out); then oldest
-    (lowest insertion sequence). A budget below the smallest entry is an
-    error before anything changes.
+    evicted one at a time, each eviction audited, least valuable first:
+
+    1. pure filler (:func:`~memrefine_edge.facts.is_filler`), oldest first;
+    2. then the most *redundant* entry left: the highest
+       ``cos(entry, its nearest live neighbour) + EVICT_SIZE_WEIGHT * ln(bytes)``
+       (bytes: the entry's JSON size without links), recomputed as
+       neighbours go, so of two near-duplicates one goes and the other,
+       then alone, stays; ties go to the oldest. The size term makes a long
+       entry go before a short one equally well covered: it frees more
+       budget, and a short entry leaves more room in a reader's context.
+
+    The last live entry that fits the budget alone is never evicted (the
+    entry this order values most among those that fit), so the loop ends at
+    or under the budget; a budget below the smallest entry is an error
+    before anything changes. Each choice depends only on the live
+    entries, so a run resumed mid-eviction takes the same order. Cost: one
+    more neighbour-list build (as the candidate queue's: half an n x n
+    product) and a rescan of one row when all k neighbours on its list are
+    gone. ``EVICT_SIZE_WEIGHT`` was chosen on four LoCoMo dev
+    conversations and checked on the other three
+    (``bench/results/eval/strict_*``).
 """
 
 from __future__ import annotations
@@ -54,6 +71,10 @@ __all__ = ["Compressor", "CompressionReport", "Progress", "RunLock", "Upkeep", "
            "build_merged_entry", "resolve_target"]
 
 MODES = ("paper", "strict")
+
+#: Strict-mode eviction: weight of ln(entry bytes) against the nearest-neighbour cosine
+#: (chosen on held-in LoCoMo conversations; see the module docstring).
+EVICT_SIZE_WEIGHT = 0.1
 
 
 @dataclass(frozen=True)
@@ -302,22 +323,6 @@ class Compressor:
         # Runs recorded before start_seq existed: every entry then live was the run's.
         self._outsiders = _Outsiders(store, plan.metric, int(params.get("start_seq", 1 << 62)), created)
 
-        from .pairs import PairQueue
-
-        t = time.perf_counter()
-        # The queue holds the embeddings as stored (int8 codes and a scale per entry: 38 MB
-        # at 100k entries where float32 takes 154 MB) and decodes them where it scores,
-        # bit for bit as the store does, so the pair order is that of the decoded matrix.
-        # It takes the arrays as they are (no copy) and is their only holder, so it may
-        # compact them in place. Embeddings stored as float32 (older stores) keep float32.
-        codes = store.embedding_codes(model_id=self.encoder.model_id)
-        if codes is not None:
-            ids, matrix, scales = codes
-        else:
-            (ids, matrix), scales = store.embeddings(model_id=self.encoder.model_id), None
-        queue = PairQueue(ids, matrix, scales=scales, k=self.k, excluded=journal.preserved_pairs(), writable=True)
-        del codes, ids, matrix, scales
-        clock["pairs"] += time.perf_counter() - t
         self.method.prepare(store)
 
         actions: Counter[str] = Counter()
@@ -326,7 +331,7 @@ class Compressor:
             actions[d.action] += 1
             sources[d.source] += 1
         llm_calls_before = self.method.llm_calls
-        stop = self._loop(plan, queue, actions, sources, clock, max_decisions)
+        stop = self._loop(plan, actions, sources, clock, max_decisions)
         llm_calls = self.method.llm_calls - llm_calls_before
         report = self._report(run_id, plan, stop, actions, sources, llm_calls, clock)
         if not stop.startswith("stopped"):  # a run stopped by max_decisions stays resumable
@@ -342,11 +347,21 @@ class Compressor:
             journal.finish_run(run_id, report.as_dict())
         return report
 
-    def _loop(self, plan: _Plan, queue: Any, actions: Counter[str], sources: Counter[str],
+    def _loop(self, plan: _Plan, actions: Counter[str], sources: Counter[str],
               clock: dict[str, float], max_decisions: int | None) -> str:
         """Decide pairs until the budget holds or none is left; returns why it stopped."""
+        from .pairs import PairQueue
+
         assert plan.run_id is not None
         store, target, step = self.store, plan.target, plan.step
+        t = time.perf_counter()
+        # The queue takes the vectors as they are (no copy) and is their only holder, so it
+        # may compact them in place.
+        ids, matrix, scales = self._vectors()
+        queue = PairQueue(ids, matrix, scales=scales, k=self.k, excluded=store.journal.preserved_pairs(),
+                          writable=True)
+        del ids, matrix, scales
+        clock["pairs"] += time.perf_counter() - t
         started, done_here = time.perf_counter(), 0
         self._session_start_size = store.running_size(plan.metric)
         self._disk_dirty = True  # the running disk estimate is re-anchored when it first says "met"
@@ -380,6 +395,7 @@ class Compressor:
             self._disk_dirty = True
             self._tick(step, target, actions, started, done_here)
         if self._over(target) and plan.mode == "strict":
+            del queue  # the eviction builds its own neighbour lists: never two matrices at once
             self._evict(plan.run_id, step, target, actions, sources, started=started, done=done_here)
             stop = "budget met by eviction (strict mode)"
         return stop
@@ -441,40 +457,110 @@ class Compressor:
                started: float, done: int) -> int:
         """Strict mode: evict in value order (see module docstring) until the budget holds.
 
-        The most valuable entry that fits the budget on its own is never
-        evicted, so the loop always ends at or under a budget that passed
-        :meth:`target_bytes`.
+        Each choice is a function of the live entries alone (their content,
+        sizes and vectors), so a run resumed mid-eviction continues in the
+        order the interrupted one would have taken. The last live entry that
+        fits the budget on its own is never evicted (the one this order
+        values most among those that fit), so the loop always ends at or
+        under a budget that passed :meth:`target_bytes`.
         """
-        from .facts import is_filler
+        import heapq
+        import math
+        from dataclasses import replace
 
-        degree = self.store.link_degrees()
-        # A resumed run must evict in the order the interrupted one computed: count
-        # back the links its earlier evictions took away from the entries left.
-        for src, dst in self.store.journal.evicted_links(run_id):
-            degree[src] = degree.get(src, 0) + 1
-            degree[dst] = degree.get(dst, 0) + 1
-        # entries() yields insertion order, so the position is the seq order (oldest first).
+        from .entry import json_size
+        from .facts import is_filler
+        from .pairs import PairQueue
+
+        store, metric = self.store, self._metric
         outsiders = set(self._outsiders.sizes)  # added by others during the run: not ours to evict
-        order = sorted(
-            ((0 if is_filler(e.content) else 1, degree.get(e.id, 0), pos, e.id)
-             for pos, e in enumerate(self.store.entries()) if e.id not in outsiders)
-        )
-        keeper = next((key[3] for key in reversed(order)
-                       if self.store.solo_size(key[3], self._metric) <= target), None)
-        for filler_rank, deg, _seq, entry_id in order:
-            if not self._over(target):
-                break
-            if entry_id == keeper:
-                continue
-            why = ("pure filler" if filler_rank == 0 else "least valuable left") + f", {deg} links"
-            self.store.journal.apply_evict(run_id, step, entry_id, reason=f"strict budget: {why}", metric=self._metric)
+        # entries() yields insertion order: the position is the seq order (oldest first).
+        ours = [e for e in store.entries() if e.id not in outsiders]
+        size = {e.id: json_size(replace(e, links=())) for e in ours}  # links come and go with neighbours
+        gone: set[str] = set()
+        fits: dict[str, bool] = {}  # whether a store of this entry alone is within the target (never changes)
+        scan, witness = 0, None  # a live entry known to fit alone, found by scanning ``ours`` once
+
+        def may_evict(entry_id: str) -> bool:
+            """False only for the last live entry that fits the budget alone (a function of the live set)."""
+            nonlocal scan, witness
+            if witness is not None and witness != entry_id and witness not in gone:
+                return True
+            while scan < len(ours):  # entries passed are gone, too large, or were the candidate then
+                other = ours[scan].id
+                if other != entry_id and other not in gone and self._fits(other, target, fits):
+                    witness = other
+                    return True
+                scan += 1
+            if self._fits(entry_id, target, fits):
+                witness = entry_id
+                return False
+            return True
+
+        def evict(entry_id: str, why: str) -> None:
+            nonlocal step, done
+            gone.add(entry_id)
+            store.journal.apply_evict(run_id, step, entry_id, reason=f"strict budget: {why}", metric=metric)
             self._disk_dirty = True
             actions["evict"] += 1
             sources["evict"] += 1
             step += 1
             done += 1
             self._tick(step, target, actions, started, done)  # evictions report progress like decisions
+
+        for e in ours:
+            if not self._over(target):
+                return step
+            if is_filler(e.content) and may_evict(e.id):
+                evict(e.id, "pure filler")
+        ours = [e for e in ours if e.id not in gone]
+        if not self._over(target):
+            return step
+        # Redundancy: each entry's nearest live neighbour, kept up to date as entries go.
+        ids, matrix, scales = self._vectors()
+        pos = {e.id: p for p, e in enumerate(ours)}
+        rows = [r for r, i in enumerate(ids) if i in pos]
+        if len(rows) != len(ids):
+            matrix, scales = matrix[rows], None if scales is None else scales[rows]
+        queue = PairQueue([ids[r] for r in rows], matrix, scales=scales, k=self.k, writable=True)
+        del matrix, scales
+
+        def key(entry_id: str) -> tuple[float, int, str, str | None, float]:
+            near = queue.nearest(entry_id) if entry_id in queue else None
+            cos = near[1] if near is not None else -1.0  # alone, or not embedded: nothing covers it
+            value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, size[entry_id]))
+            return (-value, pos[entry_id], entry_id, None if near is None else str(near[0]), cos)
+
+        heap = [key(e.id) for e in ours]
+        heapq.heapify(heap)
+        while heap and self._over(target):
+            _, _, entry_id, near, cos = heapq.heappop(heap)
+            if near is not None and near not in queue:  # its nearest has gone: its value fell, look again
+                heapq.heappush(heap, key(entry_id))
+                continue
+            if not may_evict(entry_id):
+                continue  # stays, and is never asked again
+            if entry_id in queue:
+                queue.remove(entry_id)
+            covered = f"nearest {near} at cos {cos:.3f}" if near is not None else "no neighbour"
+            evict(entry_id, f"most redundant left ({covered}), {size[entry_id]} bytes")
         return step
+
+    def _vectors(self) -> tuple[list[str], Any, Any]:
+        """Ids and the embeddings of this encoder, as stored: int8 codes and their scales (38 MB at
+        100k entries where float32 takes 154 MB; a queue decodes them bit for bit as the store does),
+        or a float32 matrix and ``None`` when some are stored as float32 (older stores)."""
+        codes = self.store.embedding_codes(model_id=self.encoder.model_id)
+        if codes is not None:
+            return codes
+        ids, matrix = self.store.embeddings(model_id=self.encoder.model_id)
+        return ids, matrix, None
+
+    def _fits(self, entry_id: str, target: int, cache: dict[str, bool]) -> bool:
+        """Whether a store of this entry alone is within ``target`` (measured once per entry)."""
+        if entry_id not in cache:
+            cache[entry_id] = self.store.solo_size(entry_id, self._metric) <= target
+        return cache[entry_id]
 
     # --- reporting -----------------------------------------------------------
 

@@ -188,7 +188,8 @@ class PairQueue:
 
     Cost: build is half an n×n sgemm (the upper triangle) plus ~k exact scores per row; ``pop``
     is a few heap operations plus, when a list runs dry, one O(n·d) row scan;
-    ``add`` is one O(n·d) row scan; ``remove`` is O(1) amortised. Near-equal
+    ``add`` is one O(n·d) row scan; ``remove`` is O(1) amortised; ``nearest`` is O(1) or,
+    when a list runs dry, one row scan. Near-equal
     but not bitwise-equal vectors closer than the BLAS margin (~1e-4 cosine at
     d=384 for unit rows) are all re-scored exactly: a cluster of c of them
     costs O(c²·d) at build. Memory: the vectors (one copy; a C-contiguous
@@ -271,6 +272,7 @@ class PairQueue:
         self._complete = np.zeros(cap, dtype=bool)
         self._judged: dict[int, set[int]] = {}  # only pairs whose both ends are live
         self._live = n
+        self._grew = False  # whether add() was called (nearest() is then unavailable)
         self.scans = 0  #: rows scanned so far (build + refills + adds); for benchmarks
         for a_id, b_id in excluded:
             ia, ib = self._pos.get(a_id), self._pos.get(b_id)
@@ -325,6 +327,27 @@ class PairQueue:
         # The heap entry stays: its key is still an upper bound for that row.
         self._mark(top[1], top[2])
         return self._ids[top[1]], self._ids[top[2]], -top[0]
+
+    def nearest(self, entry_id: Hashable) -> tuple[Hashable, float] | None:
+        """``(partner_id, score)``: the live entry's best live partner not judged with it; None if it has none.
+
+        The score is exact and ties go to the earlier partner, so the answer is a
+        pure function of (live ids in order, their vectors, judged pairs), like
+        :meth:`pop`; it costs O(1), or one O(n·d) rescan when every partner on
+        the entry's list has gone. Only on a queue nothing was :meth:`add`-ed to:
+        a newcomer's pairs are held by the newcomer's list alone, so older lists
+        do not see it (``RuntimeError``).
+        """
+        if self._grew:
+            raise RuntimeError("nearest() needs a queue without adds: older lists do not see newer entries")
+        a = self._live_idx(entry_id)
+        c = self._head(a)
+        if c is None:
+            return None
+        long = self._long.get(a)
+        b, score = (int(self._nb[a, c]), float(self._ns[a, c])) if long is None else (int(long[0][c]),
+                                                                                      float(long[1][c]))
+        return self._ids[b], score
 
     def candidates_left(self) -> bool:
         """Whether :meth:`pop` would return a pair."""
@@ -383,6 +406,7 @@ class PairQueue:
             stored, sc = _as_codes(v[None, :], np.array([scale]), rows=1)
             stored = stored[0]
             v32 = _decode(stored[None, :], sc)[0]
+        self._grew = True
         idx = len(self._ids)
         if idx >= self._alive.shape[0]:
             cap = 2 * idx

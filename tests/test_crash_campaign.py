@@ -156,8 +156,8 @@ def test_the_commands_exercise_every_kind_of_decision(refs, tmp_path):
 def test_an_interrupted_eviction_resumes_in_the_order_it_started_with(refs, tmp_path, interrupt_at):
     """Fast, in-process regression: strict-mode evictions stopped (Ctrl-C) after a few, then resumed.
 
-    Evicting prunes links, which lowers the link count of the entries left;
-    the resumed run must still evict in the value order the run started with.
+    Each eviction changes the nearest neighbours of the entries left; the
+    resumed run must still evict in the order an uninterrupted run takes.
     """
     ref = refs["strict"]
     path = tmp_path / "evict.db"

@@ -498,3 +498,53 @@ def test_bad_codes_and_scales():
     with pytest.raises(ValueError, match="codes and a scale"):
         PairQueue(["a", "b"], np.eye(2, dtype=np.float32)).add("c", np.ones(2), 1.0)
     assert "c" not in q and len(q) == 2
+
+
+@pytest.mark.parametrize("kind,seed", [("gauss", 700), ("dups", 701), ("lattice", 702), ("raw", 703)])
+def test_nearest_is_the_naive_nearest_live_partner_as_entries_go(kind, seed):
+    # Strict-budget eviction asks each entry's nearest live neighbour while entries
+    # are removed one by one: exact score, ties to the earlier partner, lists refilled.
+    n, d = 60, 5
+    x = make_data(kind, n, d, seed)
+    ids = [f"e{i}" for i in range(n)]
+    q = PairQueue(ids, x, k=2, refill_k=3, compact_min=4)
+    full = similarity_matrix(x)
+    alive = list(range(n))
+    rng = np.random.default_rng(seed)
+    while alive:
+        for a in alive:
+            others = [b for b in alive if b != a]
+            want = None
+            if others:
+                best = max(full[a, b] for b in others)
+                want = (ids[min(b for b in others if full[a, b] == best)], float(best))
+            assert q.nearest(ids[a]) == want
+        gone = alive.pop(int(rng.integers(len(alive))))
+        q.remove(ids[gone])
+
+
+def test_nearest_is_refused_after_an_add():
+    x = unit(np.array([[1.0, 0, 0], [1.0, 1.0, 0], [0, 1.0, 1.0]]))
+    q = PairQueue(["a", "b", "c"], x)
+    assert q.nearest("a")[0] == "b"
+    q.add("d", x[0])
+    with pytest.raises(RuntimeError):
+        q.nearest("a")
+    with pytest.raises(KeyError):
+        PairQueue(["a"], x[:1]).nearest("zz")
+
+
+def test_nearest_on_int8_codes_is_the_nearest_of_the_decoded_vectors():
+    n, d = 50, 6
+    x = make_data("dups", n, d, 720)
+    ids = [f"e{i}" for i in range(n)]
+    q = QuantizedTarget(ids, x, k=2, refill_k=3, compact_min=4).q
+    full = similarity_matrix(np.stack([_decoded(v) for v in x]))
+    alive = list(range(n))
+    rng = np.random.default_rng(721)
+    while len(alive) > 1:
+        for a in alive:
+            others = [b for b in alive if b != a]
+            best = max(full[a, b] for b in others)
+            assert q.nearest(ids[a]) == (ids[min(b for b in others if full[a, b] == best)], float(best))
+        q.remove(ids[alive.pop(int(rng.integers(len(alive))))])

@@ -232,18 +232,6 @@ class RunJournal:
             for r in rows
         ]
 
-    def evicted_links(self, run_id: str) -> list[tuple[str, str]]:
-        """Links (``src, dst``) that the evictions of ``run_id`` removed, from the undo history."""
-        run = self._run_num(run_id)
-        evict = self._db.conn.execute("SELECT num FROM strings WHERE text = 'evict'").fetchone()
-        steps = [r[0] for r in self._db.conn.execute(
-            "SELECT step FROM audit WHERE run = ? AND action = ? ORDER BY step", (run, evict[0] if evict else None))]
-        out: list[tuple[str, str]] = []
-        for step in steps:
-            for _, links in self._removed(run, step):
-                out.extend((src, dst) for src, dst, _ord in links)
-        return out
-
     def _removed(self, run: int, step: int) -> list[tuple[tuple[Any, ...], list[tuple[str, str, int]]]]:
         """The entry rows (all of :data:`ENTRY_COLUMNS`, as undo puts them back) a step removed, in its
         order, each with the links removed with it (``src, dst, ord``)."""

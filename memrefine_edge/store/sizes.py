@@ -218,11 +218,3 @@ class SizesMixin:
         extra = " + COALESCE(LENGTH(embedding), 0)" if metric == "disk" else ""
         return {r[0]: int(r[1]) for r in self._db.conn.execute(
             f"SELECT id, json_bytes{extra} FROM entries WHERE seq > ? ORDER BY seq", (int(seq),))}
-
-    def link_degrees(self) -> dict[str, int]:
-        """Links in + out per live entry (entries without links are absent)."""
-        out: dict[str, int] = {}
-        for src, dst in self._db.conn.execute("SELECT src, dst FROM links"):
-            out[src] = out.get(src, 0) + 1
-            out[dst] = out.get(dst, 0) + 1
-        return out
