@@ -92,8 +92,13 @@ def _as_codes(codes: object, scales: object, *, rows: int) -> tuple[np.ndarray, 
 
 
 def _decode(codes: np.ndarray, scales: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """float32 rows ``codes * scale``: bit for bit what the store reads back for a stored embedding."""
-    return np.multiply(codes, scales[:, None], out=out, dtype=np.float32)
+    """float32 rows ``codes * scale``: bit for bit what the store reads back for a stored embedding
+    (the int8 -> float32 cast is exact, then one float32 product per element)."""
+    if out is None:
+        out = np.empty(codes.shape, dtype=np.float32)
+    np.copyto(out, codes, casting="unsafe")
+    out *= scales[:, None]
+    return out
 
 
 def _norms(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
@@ -542,18 +547,24 @@ class PairQueue:
         row = int(self._row_of[a])
         # numpy's own single-threaded loop, not BLAS sgemv, whose two threads wait on each
         # other when the cores are shared (measured at 10k rows under load: 0.9 ms against
-        # 24 ms). Same error bound. Quantised rows are decoded 4096 at a time into one
-        # buffer: about the speed of the float32 product (measured at 100k rows), at a
-        # quarter of the memory held.
+        # 24 ms). Same error bound.
         v = self._take(np.array([row]))[0]
         if self._scale is None:
             sims = np.einsum("ij,j->i", self._x[:n], v)[None, :]
         else:
+            # Quantised rows: the codes of 2048 rows cast to float32 (exact) into one buffer,
+            # their products with v, then each scaled. Not bit for bit the decoded rows'
+            # products, but within the same screening margin: the float32 sum errs by at most
+            # d·u32·|q||v| and the scaling and the decoding by u32 each, while the margin
+            # allows 2·(d + 2)·u32·|a||v|; final scores are exact on decoded rows. At 100k
+            # rows (quiet): 12 ms, against 8 ms for a float32 matrix four times the size.
             sims = np.empty((1, n), dtype=np.float32)
-            buf = np.empty((min(n, 4096), self._d), dtype=np.float32)
-            for s in range(0, n, 4096):
-                e = min(n, s + 4096)
-                sims[0, s:e] = np.einsum("ij,j->i", self._rows(s, e, buf[: e - s]), v)
+            buf = np.empty((min(n, 2048), self._d), dtype=np.float32)
+            for s in range(0, n, 2048):
+                e = min(n, s + 2048)
+                np.copyto(buf[: e - s], self._x[s:e], casting="unsafe")
+                sims[0, s:e] = np.einsum("ij,j->i", buf[: e - s], v)
+            sims[0] *= self._scale[:n]
         if self._dead_rows:
             sims[:, ~self._row_alive[: self._nrows]] = NEG_INF
         sims[0, row] = NEG_INF

@@ -548,3 +548,13 @@ def test_nearest_on_int8_codes_is_the_nearest_of_the_decoded_vectors():
             best = max(full[a, b] for b in others)
             assert q.nearest(ids[a]) == (ids[min(b for b in others if full[a, b] == best)], float(best))
         q.remove(ids[alive.pop(int(rng.integers(len(alive))))])
+
+
+def test_rows_decode_bit_for_bit_as_the_store_reads_them():
+    from memrefine_edge.pairs import _decode
+
+    x = make_data("raw", 300, 24, 730)
+    blobs = [encode_embedding(v) for v in x]
+    codes, scales = zip(*(quantize_embedding(v) for v in x), strict=True)
+    got = _decode(np.stack(codes), np.array(scales, dtype=np.float32))
+    assert got.tobytes() == np.stack([decode_embedding(b) for b in blobs]).tobytes()
