@@ -21,6 +21,7 @@ from memrefine_edge.compressor import Compressor, CompressionReport
 from memrefine_edge.decision import Decision
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.store.journal import unpack_text
 from memrefine_edge.testing import HashEncoder
 
 from fakes import ConcatMerger
@@ -179,7 +180,7 @@ def check_invariants(path: Path, original: list[Entry], reference: list[tuple]) 
         def removed_copy(d) -> dict[str, list[str]]:
             rows = conn.execute("SELECT id, provenance FROM history WHERE run_id = ? AND step = ?",
                                 (d.run_id, d.step)).fetchall()
-            return {r[0]: json.loads(r[1]) for r in rows}
+            return {r[0]: json.loads(unpack_text(r[1])) for r in rows}
 
         live = {e.id: e for e in store.entries()}
         ids = {e.id for e in original}

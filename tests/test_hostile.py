@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import re
 import shutil
+import string
 import subprocess
 import sys
 import textwrap
@@ -1143,7 +1145,14 @@ def test_models_check_cli_reports_a_same_size_corrupted_file(tmp_path, monkeypat
 
 # --- 4. a full disk (simulated with max_file_bytes / SQLite max_page_count) -------------
 
-BIG = [Entry(id=f"big-{i}", content=f"Memory {i}: " + "a long note about the garden " * 300) for i in range(4)]
+def _noise_words(seed: int, n: int) -> str:
+    """Seeded letters in words: text that deflate cannot shrink much (the undo history packs what it can)."""
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(6)) for _ in range(n))
+
+
+BIG = [Entry(id=f"big-{i}", content=f"Memory {i}: a long note about the garden " + _noise_words(i, 1250))
+       for i in range(4)]
 
 
 def _capped_store(folder: Path, *, embed: bool = False) -> tuple[MemoryStore, int]:

@@ -8,6 +8,7 @@ from memrefine_edge.compressor import Compressor
 from memrefine_edge.errors import MemRefineError
 from memrefine_edge.decision import Decision
 from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.store.journal import pack_field, unpack_text
 from memrefine_edge.testing import HashEncoder
 
 from fakes import ConcatMerger
@@ -65,6 +66,11 @@ def _decide_once(store: MemoryStore, a: str, b: str, decision: Decision, merger=
         budget_bytes=store.json_bytes() - 1)
 
 
+def _file_bytes(path) -> bytes:
+    wal = path.with_name(path.name + "-wal")
+    return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
 def test_purged_text_is_gone_from_the_file_bytes(tmp_path):
     path = tmp_path / "secret.db"
     with MemoryStore(path) as store:
@@ -73,13 +79,16 @@ def test_purged_text_is_gone_from_the_file_bytes(tmp_path):
                      "the door code is zebra-7781-quokka, Ana said",
                      Decision(action="delete", target="b", reason="b repeats: Ana said it twice", source="llm"))
         assert "b" not in store
+        # The undo history holds the deleted text (packed: pack_field) until the purge.
+        removed = pack_field("the door code is zebra-7781-quokka, Ana said")
+        removed_bytes = removed if isinstance(removed, bytes) else removed.encode()
+        assert removed_bytes in _file_bytes(path)
         store.journal.purge_history()
         [d] = store.journal.decisions()
         assert (d.action, d.target, d.removed_ids, d.source) == ("delete", "b", ["b"], "llm")  # the audit stays
         assert d.reason == "" and d.merge_instruction == ""                                  # its free text goes
-    data = path.read_bytes() + (path.with_name(path.name + "-wal").read_bytes()
-                                if path.with_name(path.name + "-wal").exists() else b"")
-    assert data.count(b"Ana said") == 0          # the deleted entry's text
+    data = _file_bytes(path)
+    assert data.count(b"Ana said") == 0 and removed_bytes not in data  # the deleted entry's text
     assert data.count(b"says Ana") == 1          # the kept entry, once
 
 
@@ -117,9 +126,14 @@ def test_after_a_merge_and_purge_the_sources_wording_is_gone_from_the_file(tmp_p
         _decide_once(store, "Ana whispered: the door code is zebra-7781-quokka",
                      "Ana repeated that the code is zebra-7781-quokka", merge, RewordingMerger())
         assert [e.content for e in store.entries()] == ["Ana's door code: zebra-7781-quokka (she repeated it)"]
+        sources = [pack_field(t) for t in ("Ana whispered: the door code is zebra-7781-quokka",
+                                           "Ana repeated that the code is zebra-7781-quokka")]
+        sources_bytes = [v if isinstance(v, bytes) else v.encode() for v in sources]
+        assert all(v in _file_bytes(path) for v in sources_bytes)  # held for undo until the purge
         store.journal.purge_history()
     data = b"".join(f.read_bytes() for f in tmp_path.iterdir() if f.is_file())
     assert b"whispered" not in data and b"Ana repeated" not in data  # sources, reason, instruction
+    assert not any(v in data for v in sources_bytes)
     assert data.count(b"zebra-7781") == 1                              # the merged entry, once
 
 
@@ -217,6 +231,53 @@ def test_the_undo_history_is_one_table_keyed_by_run_and_step_with_the_links_of_e
             conn.close()
         assert (run_id, step, entry_id) == (d.run_id, d.step, d.target)
         other = "x1" if entry_id == "x2" else "x2"
-        assert json.loads(links) == sorted([[None, other, 0], [other, None, 0]], key=lambda x: x[0] or entry_id)
+        assert json.loads(unpack_text(links)) == sorted([[None, other, 0], [other, None, 0]],
+                                                        key=lambda x: x[0] or entry_id)
         store.journal.undo(d.run_id)
         assert export(store) == before
+
+
+def test_the_undo_history_packs_the_fields_of_a_removed_entry_and_undo_restores_them_exactly(tmp_path):
+    import sqlite3
+
+    long_text = ("Maria: I'm really glad you asked! I went hiking with my family last weekend and it was "
+                 "amazing, we saw a waterfall and had a picnic. Zoë brought her new camera.")
+    with MemoryStore(tmp_path / "p.db") as store:
+        store.add_many([
+            Entry(id="p1", content=long_text, keywords=("hiking", "waterfall"),
+                  timestamps=("1:56 pm on 8 May, 2023",),
+                  metadata={"sample_id": "s-1", "session": 3, "speaker": "Maria"}, provenance=("D3:7",),
+                  links=("p2",)),
+            Entry(id="p2", content="Maria went hiking with her family and saw a waterfall.", links=("p1",)),
+            Entry(id="p3", content="ok", links=("p1",)),
+        ])
+        before = export(store)
+        Compressor(store, encoder=HashEncoder(), method=OneShot(Decision("delete", "a", source="rule")),
+                   merger=ConcatMerger()).run(budget_bytes=store.json_bytes() - 1)
+        [d] = [d for d in store.journal.decisions() if d.action == "delete"]
+        conn = sqlite3.connect(store.path)
+        try:
+            row = conn.execute("SELECT content, keywords, timestamps, metadata, provenance, links FROM removals"
+                               ).fetchone()
+        finally:
+            conn.close()
+        # A long field is stored packed (shorter than its text); a short one stays text; each reads back.
+        assert any(isinstance(v, bytes) for v in row)
+        for value in row:
+            if isinstance(value, bytes):
+                assert len(value) < len(unpack_text(value).encode("utf-8"))
+        if d.target == "p1":
+            assert isinstance(row[0], bytes) and unpack_text(row[0]) == long_text
+        store.journal.undo(d.run_id)
+        assert export(store) == before
+
+
+def test_pack_field_round_trips_and_keeps_short_text_as_text():
+    for text in ["", "[]", "ok", "Zoë: ünïcödé ✓ " * 20, '{"sample_id":"conv-1","session":2,"speaker":"A"}',
+                 "I went to the park with my family last weekend and it was really wonderful."]:
+        packed = pack_field(text)
+        assert unpack_text(packed) == text
+        assert isinstance(packed, str) or len(packed) < len(text.encode("utf-8"))
+    assert pack_field("ok") == "ok"
+    with pytest.raises(ValueError, match="unknown packed text tag"):
+        unpack_text(b"\x7fxyz")

@@ -24,6 +24,7 @@ import pytest
 from memrefine_edge.compressor import Compressor
 from memrefine_edge.entry import json_size
 from memrefine_edge.store import MemoryStore
+from memrefine_edge.store.journal import unpack_text
 from memrefine_edge.testing import HashEncoder
 
 from crash_fakes import CampaignMethod
@@ -136,7 +137,7 @@ def _soak(db, acks, errors, rng, procs, record_property) -> None:
         conn.close()
         import json
 
-        audited = {p for (prov,) in removed for p in json.loads(prov)}
+        audited = {p for (prov,) in removed for p in json.loads(unpack_text(prov))}
         lost = set(acked) - live_prov - audited
         assert not lost, f"{len(lost)} acknowledged memories lost without an audited decision: {sorted(lost)[:5]}"
         assert store.json_bytes() == sum(json_size(e) for e in live)  # the stored sizes equal a recount

@@ -394,6 +394,18 @@ MIGRATIONS: list[Migration] = [
             WHERE embedding_model IS NOT NULL AND embedding_model NOT LIKE '#%';
         """,
     ),
+    Migration(
+        "0009_packed_history",
+        """
+        -- From here on, a removed entry's content, keywords, timestamps, metadata, provenance and
+        -- links may each be a packed BLOB in `removals` (journal.pack_field: raw deflate with a
+        -- fixed dictionary, tag byte 0x02) where that is shorter than the text. Rows written
+        -- before stay text; both read back the same. The `history` view shows a packed field as
+        -- its BLOB. Nothing to rewrite: this migration marks the format, so that a release that
+        -- cannot read packed fields refuses the store instead of undoing into BLOBs.
+        SELECT 1;
+        """,
+    ),
 ]
 
 
