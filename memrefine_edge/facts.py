@@ -57,6 +57,7 @@ __all__ = [
     "surface_forms",
     "stem",
     "fact_sentences",
+    "sentence_words",
     "fast_path",
 ]
 
@@ -230,6 +231,45 @@ def _is_filler_word(bare: str) -> bool:
     return bare in _FILLER or bare in _STOP or stem(bare) in _FILLER_STEMS
 
 
+# What one token is, as far as the token alone tells (its context -- the word
+# before it, whether it starts a sentence -- is applied in _scan). Kinds:
+_NUM, _DATE, _NEG, _NAME, _SKIP, _WORD = range(6)
+
+
+@lru_cache(maxsize=16384)
+def _token_class(tok: str) -> tuple[str, str | None, int, str, int, str]:
+    """``(bare, period, kind, value, fallback_kind, fallback_value)`` of one token.
+
+    ``period`` is the stem of a period word (``week``, ``months`` ...), a date
+    when the word before is a relative modifier (``last week``); otherwise the
+    token is ``kind``. A capitalised token (kind ``_NAME``) that starts a
+    sentence is a name only when it looks like one (``value == "start"``);
+    otherwise it is ``fallback_kind`` / ``fallback_value``. The scan of every
+    text walks the same few thousand chat words: classifying each once is
+    what keeps the judge's fact checks cheap on a large store.
+    """
+    low = tok.lower().replace("\u2019", "'")
+    bare = low.replace("'", "")
+    if tok[0].isdigit():
+        num = re.sub(r"(st|nd|rd|th)$", "", low)
+        return bare, None, _NUM, (("#" + num) if num != low and num.isdigit() else num.rstrip("s")), _SKIP, ""
+    if bare in _NUMBER_WORDS and bare not in {"once", "one"}:
+        return bare, None, _NUM, _NUMBER_WORDS[bare], _SKIP, ""
+    if bare in _ORDINALS:
+        return bare, None, _NUM, _ORDINALS[bare], _SKIP, ""
+    if bare in _MONTHS and (bare != "may" or _is_cap(tok)) and (bare not in {"mar", "sep"}):
+        return bare, None, _DATE, _MONTHS[bare], _SKIP, ""
+    if bare in _WEEKDAYS or bare in _RELATIVE:
+        return bare, None, _DATE, (bare.rstrip("s") if bare.endswith("ends") else bare), _SKIP, ""
+    period = stem(bare) if bare in _PERIOD else None
+    if bare in _NEGATION or low.endswith("n't"):
+        return bare, period, _NEG, "", _SKIP, ""
+    plain = (_SKIP, "") if _is_filler_word(bare) or len(bare) < 3 else (_WORD, stem(bare))
+    if _is_cap(tok) and bare not in _STOP:
+        return bare, period, _NAME, ("start" if _sentence_start_name(tok) else ""), *plain
+    return bare, period, *plain, _SKIP, ""
+
+
 def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool]:
     """names, numbers, dates, negated, words, filler-only for one text body."""
     names: set[str] = set()
@@ -247,38 +287,26 @@ def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool
             c_other = False  # a non-filler, non-stopword token in this clause
             prev = ""
             for tok in toks:
-                low = tok.lower().replace("\u2019", "'")
-                bare = low.replace("'", "")
+                bare, period, kind, value, fallback, fallback_value = _token_class(tok)
                 at_start = first
                 first = False
-                if tok[0].isdigit():
-                    num = re.sub(r"(st|nd|rd|th)$", "", low)
-                    numbers.add(("#" + num) if num != low and num.isdigit() else num.rstrip("s"))
+                if period is not None and prev in _REL_MOD:
+                    kind, value = _DATE, f"{prev} {period}"
+                elif kind == _NAME and at_start and not value:
+                    kind, value = fallback, fallback_value
+                if kind == _NUM:
+                    numbers.add(value)
                     c_other = True
-                elif bare in _NUMBER_WORDS and bare not in {"once", "one"}:
-                    numbers.add(_NUMBER_WORDS[bare])
+                elif kind == _DATE:
+                    dates.add(value)
                     c_other = True
-                elif bare in _ORDINALS:
-                    numbers.add(_ORDINALS[bare])
-                    c_other = True
-                elif bare in _MONTHS and (bare != "may" or _is_cap(tok)) and (bare not in {"mar", "sep"}):
-                    dates.add(_MONTHS[bare])
-                    c_other = True
-                elif bare in _WEEKDAYS or bare in _RELATIVE:
-                    dates.add(bare.rstrip("s") if bare.endswith("ends") else bare)
-                    c_other = True
-                elif bare in _PERIOD and prev in _REL_MOD:
-                    dates.add(f"{prev} {stem(bare)}")
-                    c_other = True
-                elif bare in _NEGATION or low.endswith("n't"):
+                elif kind == _NEG:
                     negated = True
                     c_other = True
-                elif _is_cap(tok) and bare not in _STOP and (not at_start or _sentence_start_name(tok)):
+                elif kind == _NAME:
                     c_names.append(bare)
-                elif _is_filler_word(bare) or len(bare) < 3:
-                    pass
-                else:
-                    words.add(stem(bare))
+                elif kind == _WORD:
+                    words.add(value)
                     c_other = True
                 prev = bare
             if c_names:
@@ -394,13 +422,28 @@ def describe(keys: list[str], text: str | None = None) -> str:
     return ", ".join(shown) + more
 
 
+@lru_cache(maxsize=8192)
+def sentence_words(sentence: str) -> tuple[bool, frozenset[str]]:
+    """``(is_filler(sentence), extract(sentence).words)`` for one sentence of an entry.
+
+    Cached apart from whole entries: an entry's sentences would otherwise push
+    the entries themselves out of :func:`extract`'s cache, and on a large store
+    the judge would scan each entry again every time it is proposed.
+    """
+    if not sentence.strip():
+        return True, frozenset()
+    _, body = strip_speaker(sentence)
+    _names, _numbers, _dates, _negated, words, filler = _scan(body)
+    return filler, frozenset(words)
+
+
 def fact_sentences(text: str) -> list[str]:
     """The sentences of ``text`` that carry a fact (filler sentences dropped), speaker prefix kept off."""
     _, body = strip_speaker(text)
     out = []
     for sentence in _SENTENCE.split(body):
         s = sentence.strip()
-        if s and not is_filler(s):
+        if s and not sentence_words(s)[0]:
             out.append(s)
     return out
 

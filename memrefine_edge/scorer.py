@@ -45,6 +45,7 @@ from .facts import (
     is_filler,
     missing_facts,
     normalise,
+    sentence_words,
     strip_speaker,
 )
 
@@ -115,7 +116,7 @@ def _side(text: str) -> _Side:
     stated: set[str] = set()
     for s in kept:
         if not s.rstrip().endswith("?"):
-            stated |= extract(s).words
+            stated |= sentence_words(s)[1]
     return _Side(facts, max(1, len(sentences)), filler_share, questions / len(sentences) if sentences else 0.0,
                  len(stated), bool(_PHOTO.search(text)), tuple(_TOK.findall(normalise(body))))
 

@@ -144,3 +144,12 @@ def test_speaker_labels_inside_a_merged_entry_are_names():
     assert {"caroline", "melanie"} <= extract(merged).names
     a = "Melanie: Caroline, thanks! Mental health is important to me, and it's made such an improvement!"
     assert not missing_facts(a, merged)
+
+
+def test_sentence_words_agree_with_the_entry_level_extractor():
+    from memrefine_edge.facts import extract, is_filler, sentence_words
+
+    for sentence in ["Thanks, Maria!", "Ana: I adopted a cat named Tom last week.", "", "   ",
+                     "We didn't go to Paris in May.", "Hey Gina, how are you doing?", "I ran 5K on Sunday."]:
+        assert sentence_words(sentence) == (is_filler(sentence), extract(sentence).words if sentence.strip()
+                                            else frozenset())
