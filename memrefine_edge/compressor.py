@@ -331,7 +331,8 @@ class Compressor:
             actions[d.action] += 1
             sources[d.source] += 1
         llm_calls_before = self.method.llm_calls
-        stop = self._loop(plan, actions, sources, clock, max_decisions)
+        with store.long_write():  # one commit per decision, fewer copies of the log into the file
+            stop = self._loop(plan, actions, sources, clock, max_decisions)
         llm_calls = self.method.llm_calls - llm_calls_before
         report = self._report(run_id, plan, stop, actions, sources, llm_calls, clock)
         if not stop.startswith("stopped"):  # a run stopped by max_decisions stays resumable

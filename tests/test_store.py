@@ -673,3 +673,22 @@ def test_a_model_id_in_the_form_of_a_model_number_is_refused(tmp_store):
     with pytest.raises(ConfigurationError):
         tmp_store.ensure_embeddings(HashEncoder(dim=4, model_id="#2"))
     assert tmp_store.stats().embedded == 0
+
+
+def test_long_write_lets_the_log_grow_and_restores_the_setting_even_on_error(tmp_path):
+    from memrefine_edge.store.core import LONG_WRITE_WAL_BYTES
+
+    with MemoryStore(tmp_path / "w.db") as store:
+        default = store.pragma("wal_autocheckpoint")
+        assert store.pragma("journal_size_limit") > 0  # the log file is truncated back after a checkpoint
+        with store.long_write():
+            inside = store.pragma("wal_autocheckpoint")
+            store.add(Entry(id="a", content="Ana keeps bees"))
+        assert inside == LONG_WRITE_WAL_BYTES // (store.pragma("page_size") + 24) > default
+        assert store.pragma("wal_autocheckpoint") == default
+        with pytest.raises(RuntimeError), store.long_write():
+            raise RuntimeError("boom")
+        assert store.pragma("wal_autocheckpoint") == default
+        assert store.get("a").content == "Ana keeps bees"
+    with MemoryStore(tmp_path / "w.db", read_only=True) as store, store.long_write():
+        assert store.get("a").content == "Ana keeps bees"
