@@ -108,6 +108,8 @@ def _deflate(raw: bytes, tag: bytes, dictionary: bytes) -> bytes:
 
 def pack_field(text: str) -> str | bytes:
     """How the undo history stores one field of a removed entry: the shorter of the text and its packed bytes."""
+    if len(text) < 4:  # "[]", "{}": a tag byte and the shortest deflate block are never shorter
+        return text
     packed = _deflate(text.encode("utf-8"), _PACKED_HISTORY_V1, _HISTORY_DICTIONARY)
     return packed if len(packed) < len(text.encode("utf-8")) else text
 
