@@ -48,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._memory import release_free_memory
 from .budget import resolve_target
 from .decision import Decision
 from .errors import (
@@ -333,6 +334,7 @@ class Compressor:
         llm_calls_before = self.method.llm_calls
         with store.long_write():  # one commit per decision, fewer copies of the log into the file
             stop = self._loop(plan, actions, sources, clock, max_decisions)
+        release_free_memory()  # what the run's queue left in the allocator (see memrefine_edge._memory)
         llm_calls = self.method.llm_calls - llm_calls_before
         report = self._report(run_id, plan, stop, actions, sources, llm_calls, clock)
         if not stop.startswith("stopped"):  # a run stopped by max_decisions stays resumable
@@ -362,6 +364,7 @@ class Compressor:
         queue = PairQueue(ids, matrix, scales=scales, k=self.k, excluded=store.journal.preserved_pairs(),
                           writable=True)
         del ids, matrix, scales
+        release_free_memory()  # the build's freed temporaries, which glibc would keep (memrefine_edge._memory)
         clock["pairs"] += time.perf_counter() - t
         started, done_here = time.perf_counter(), 0
         self._session_start_size = store.running_size(plan.metric)
@@ -525,6 +528,7 @@ class Compressor:
             matrix, scales = matrix[rows], None if scales is None else scales[rows]
         queue = PairQueue([ids[r] for r in rows], matrix, scales=scales, k=self.k, writable=True)
         del matrix, scales
+        release_free_memory()
 
         def key(entry_id: str) -> tuple[float, int, str, str | None, float]:
             near = queue.nearest(entry_id) if entry_id in queue else None

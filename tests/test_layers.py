@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "memrefine_edge"
 
 #: Bottom to top. A module (or package prefix) not listed here fails the test: place it.
 LAYERS: list[list[str]] = [
-    ["errors"],
+    ["errors", "_memory"],
     ["entry", "decision", "similarity", "pairs"],
     ["facts"],
     ["store.schema", "store.lock", "store.files"],

@@ -405,6 +405,7 @@ def test_search_ordering_ties_and_cache(tmp_store):
     tmp_store.search("dog", 1, encoder=enc)
     assert tmp_store._search_cache is cache  # no write since: the matrix is reused
     tmp_store.add(Entry(id="new", content="Biscuit the dog chewed a sock"))
+    assert tmp_store._search_cache is None  # stale after the write: released, not held until the next search
     assert tmp_store.search("Biscuit dog sock", 1, encoder=enc)[0][0].id == "new"  # rebuilt after the write
     tmp_store.remove("new")
     assert "new" not in [e.id for e, _ in tmp_store.search("Biscuit dog sock", 5, encoder=enc)]

@@ -362,6 +362,11 @@ class MemoryStore(SizesMixin, VectorsMixin):
             finally:
                 self._in_tx = False
                 self._version += 1
+                # The search cache is keyed on the write version, so a write has just made it
+                # stale: drop it now rather than hold a float32 matrix of every embedding (74 MB
+                # at 48k entries) until the next search replaces it. An upkeep pass, or a run of
+                # adds, would otherwise carry it on top of its own memory.
+                self._search_cache = None
 
     @property
     def journal(self) -> "RunJournal":
