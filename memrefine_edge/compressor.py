@@ -143,6 +143,10 @@ class _Plan:
         self.resumed = self.run_id is not None
 
 
+#: Decisions between two hand-backs of the allocator's free memory during a run (each a few ms).
+TRIM_EVERY = 4096
+
+
 class _Outsiders:
     """Entries another writer added after the run started: not the run's to compress.
 
@@ -358,6 +362,7 @@ class Compressor:
         assert plan.run_id is not None
         store, target, step = self.store, plan.target, plan.step
         t = time.perf_counter()
+        release_free_memory()  # the build's temporaries come on top of what is resident: free what can be
         # The queue takes the vectors as they are (no copy) and is their only holder, so it
         # may compact them in place.
         ids, matrix, scales = self._vectors()
@@ -398,6 +403,10 @@ class Compressor:
             done_here += 1
             self._disk_dirty = True
             self._tick(step, target, actions, started, done_here)
+            if done_here % TRIM_EVERY == 0:
+                # Merged entries' embeddings, refills and the judge free memory all along, and glibc keeps
+                # it resident: at 100k entries the loop's RSS climbed 130 MB, most of it free.
+                release_free_memory()
         if self._over(target) and plan.mode == "strict":
             del queue  # the eviction builds its own neighbour lists: never two matrices at once
             self._evict(plan.run_id, step, target, actions, sources, started=started, done=done_here)
