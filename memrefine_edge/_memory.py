@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["release_free_memory"]
 
 
-_TRIM: object = None  # not looked up yet; False: none here
-
-
+@lru_cache(maxsize=1)
 def _trim() -> Any:
     # Looked up on first use, not at import: `import memrefine_edge` stays fast. glibc's soname
     # is fixed, so no ctypes.util.find_library (which runs ldconfig in a subprocess).
@@ -35,8 +34,6 @@ def _trim() -> Any:
 
 def release_free_memory() -> None:
     """Return the allocator's free memory to the OS now (a few ms); nothing changes for the program."""
-    global _TRIM
-    if _TRIM is None:
-        _TRIM = _trim() or False
-    if _TRIM:
-        _TRIM(0)  # type: ignore[operator]
+    trim = _trim()
+    if trim is not None:
+        trim(0)

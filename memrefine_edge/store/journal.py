@@ -101,26 +101,24 @@ _HISTORY_DICTIONARY = (
 )
 
 
-def _deflate(raw: bytes, tag: bytes, dictionary: bytes) -> bytes:
+def _shorter(text: str, tag: bytes, dictionary: bytes) -> str | bytes:
+    """The shorter of ``text`` and its raw deflate with ``dictionary`` behind ``tag``."""
+    raw = text.encode("utf-8")
     packer = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, dictionary)
-    return tag + packer.compress(raw) + packer.flush()
+    packed = tag + packer.compress(raw) + packer.flush()
+    return packed if len(packed) < len(raw) else text
 
 
 def pack_field(text: str) -> str | bytes:
     """How the undo history stores one field of a removed entry: the shorter of the text and its packed bytes."""
     if len(text) < 4:  # "[]", "{}": a tag byte and the shortest deflate block are never shorter
         return text
-    packed = _deflate(text.encode("utf-8"), _PACKED_HISTORY_V1, _HISTORY_DICTIONARY)
-    return packed if len(packed) < len(text.encode("utf-8")) else text
+    return _shorter(text, _PACKED_HISTORY_V1, _HISTORY_DICTIONARY)
 
 
 def pack_text(text: str) -> str | bytes | None:
     """How the audit log stores a free text: None for ``""``, else the shorter of the text and its packed bytes."""
-    if not text:
-        return None
-    raw = text.encode("utf-8")
-    packed = _deflate(raw, _PACKED_V1, _TEXT_DICTIONARY)
-    return packed if len(packed) < len(raw) else text
+    return _shorter(text, _PACKED_V1, _TEXT_DICTIONARY) if text else None
 
 
 def unpack_text(value: str | bytes | None) -> str:
