@@ -366,7 +366,7 @@ class Compressor:
         # The queue takes the vectors as they are (no copy) and is their only holder, so it
         # may compact them in place.
         ids, matrix, scales = self._vectors()
-        queue = PairQueue(ids, matrix, scales=scales, k=self.k, excluded=store.journal.preserved_pairs(),
+        queue = PairQueue(ids, matrix, scales=scales, k=self.k, excluded=store.journal.live_preserved_pairs(),
                           writable=True)
         del ids, matrix, scales
         release_free_memory()  # the build's freed temporaries, which glibc would keep (memrefine_edge._memory)

@@ -211,6 +211,27 @@ def test_purge_drops_the_audit_rows_of_preserves_and_keeps_every_change_and_ever
         assert store.journal.run(r.run_id).report["actions"]["preserve"] == r.actions["preserve"]
 
 
+def test_live_preserved_pairs_streams_the_pairs_whose_two_entries_are_live(tmp_path):
+    with make_store(tmp_path / "lp.db") as store:
+        keep = Decision(action="preserve", target=None, reason="distinct", source="scorer")
+        compressor(store, OneShot(keep)).run(budget=0.5, max_decisions=30)
+        pairs = store.journal.preserved_pairs()
+        for entry_id in sorted({a for a, _ in pairs})[:3]:
+            store.remove(entry_id)
+        live = [(a, b) for a, b in pairs if a in store and b in store]
+        assert len(pairs) == 30 and 30 > len(live) > 3  # removals ended some preserved pairs, not all
+        for chunk in (1, 2, 3, 4096):  # keyset pages, across page boundaries
+            streamed = list(store.journal.live_preserved_pairs(chunk=chunk))
+            assert sorted(streamed) == sorted(live) and len(set(streamed)) == len(streamed)
+        # A removal between two pages: the pairs it ends are not yielded, and nothing fails.
+        gen = store.journal.live_preserved_pairs(chunk=1)
+        first = next(gen)
+        gone = live[-1][1] if live[-1][1] not in first else live[-1][0]
+        store.remove(gone)
+        rest = list(gen)
+        assert all(gone not in p for p in rest)
+
+
 def test_the_undo_history_is_one_table_keyed_by_run_and_step_with_the_links_of_each_removal(tmp_path):
     import json
     import sqlite3

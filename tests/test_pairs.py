@@ -398,6 +398,32 @@ def test_writable_matrix_is_compacted_in_place():
     assert np.array_equal(given, x) and q._x is not given
 
 
+def test_judged_pairs_of_removed_entries_are_dropped_when_the_matrix_is_compacted():
+    # Judged pairs are what grows with a run (every preserve is one); those with a removed end
+    # go at compaction, so the queue's memory follows the live entries, and the order does not move.
+    x = make_data("gauss", 60, 5, 610)
+    ids = [f"e{i}" for i in range(60)]
+    q = PairQueue(ids, x, k=2, compact_min=4)
+    ref = NaiveOrder(ids, x)
+    for _ in range(40):  # judge 40 pairs (preserve), then remove entries until a compaction happens
+        got, want = q.pop(), ref.pop()
+        assert got == want
+    assert len(q._jkeys) == 40
+    removed = []
+    while q._dead_rows or not removed:
+        victim = q.live_ids()[0]
+        q.remove(victim)
+        ref.remove(victim)
+        removed.append(victim)
+    assert all(q._alive[a] and q._alive[b] for a, b in ((k >> 32, k & 0xFFFFFFFF) for k in q._jkeys))
+    pos = {i: n for n, i in enumerate(ids)}
+    kept = {p for p in ref.judged if all(i not in removed for i in p)}
+    assert {tuple(sorted((pos[a], pos[b]))) for a, b in kept} == {(k >> 32, k & 0xFFFFFFFF) for k in q._jkeys}
+    while (got := q.pop()) is not None:  # the rest of the sequence is still the naive argmax's
+        assert got == ref.pop()
+    assert ref.pop() is None
+
+
 @pytest.mark.parametrize("refill_k", [None, 1, 2, 7])
 def test_refill_length_does_not_change_the_order(refill_k):
     # Lists that run dry are rescanned to refill_k partners (default 4 k): the

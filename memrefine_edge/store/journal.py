@@ -35,7 +35,7 @@ import json
 import secrets
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -290,6 +290,28 @@ class RunJournal:
     def preserved_pairs(self) -> list[tuple[str, str]]:
         """Pairs judged preserve (either order is the same pair)."""
         return [(r[0], r[1]) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved ORDER BY a_id, b_id")]
+
+    def live_preserved_pairs(self, *, chunk: int = 4096) -> Iterator[tuple[str, str]]:
+        """Preserved pairs whose two entries are both live, streamed ``chunk`` rows per query.
+
+        What a pair queue needs on resume: after a long run most preserved pairs name a
+        removed entry, and a list of all of them as string tuples took ~20 MB at 97k pairs,
+        held during the queue build. Each chunk is its own short query, so a write between
+        two chunks is safe; pairs that one removes stop showing up, and the queue ignores
+        any pair that names an entry it was not given.
+        """
+        conn, last = self._db.conn, (-1, -1)
+        while True:
+            rows = conn.execute(
+                "SELECT p.a, p.b, ea.id, eb.id FROM preserves p "
+                "JOIN strings sa ON sa.num = p.a JOIN entries ea ON ea.id = sa.text "
+                "JOIN strings sb ON sb.num = p.b JOIN entries eb ON eb.id = sb.text "
+                "WHERE (p.a, p.b) > (?, ?) ORDER BY p.a, p.b LIMIT ?", (*last, int(chunk))).fetchall()
+            for row in rows:
+                yield row[2], row[3]
+            if len(rows) < chunk:
+                return
+            last = (rows[-1][0], rows[-1][1])
 
     # --- applying decisions --------------------------------------------------
 
