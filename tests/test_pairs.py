@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memrefine_edge.pairs as pairs_module
 from memrefine_edge.pairs import PairQueue, pair_scores, similarity_matrix
 from memrefine_edge.store.vectors import decode_embedding, encode_embedding, quantize_embedding
 
@@ -478,11 +477,8 @@ class DecodedNaive(NaiveOrder):
         super().add(entry_id, _decoded(vector))
 
 
-@pytest.mark.parametrize("kernel", ["onnxruntime", "numpy"])
 @pytest.mark.parametrize("kind,seed", [("gauss", 700), ("dups", 701), ("lattice", 702), ("raw", 703)])
-def test_int8_codes_give_the_order_of_the_decoded_vectors(kind, seed, kernel, monkeypatch):
-    if kernel == "numpy":  # the path taken where onnxruntime's integer kernel is not available
-        monkeypatch.setattr(pairs_module, "row_dots", lambda codes, v: None)
+def test_int8_codes_give_the_order_of_the_decoded_vectors(kind, seed):
     # Tiny tiles, buckets and compaction thresholds exercise every path that decodes rows.
     x = make_data(kind, 90, 12, seed)
     ids = [f"e{i}" for i in range(90)]
