@@ -188,9 +188,11 @@ class PairQueue:
     memory about ``2 · block_rows · tile_cols · 4`` bytes plus the candidate
     pool, O(n·k)); ``refill_k`` (default ``4 k``) is the length of a list
     rescanned after it ran dry (such an entry has many close partners still to
-    be judged, and each rescan is an O(n·d) pass); ``compact_min`` the number
+    be judged, and each rescan is an O(n·d) pass); ``refill_batch`` the most
+    lists rescanned in one pass when one is due (the due one and the dry lists
+    whose bounds come next: one matrix pass for all); ``compact_min`` the number
     of removed rows tolerated before the vector matrix is compacted (the order
-    of pairs never depends on it).
+    of pairs never depends on ``refill_k``, ``refill_batch`` or ``compact_min``).
 
     The pop sequence is a pure function of (live ids in order, their vectors,
     judged pairs among them): a queue rebuilt from those continues identically.
@@ -227,6 +229,7 @@ class PairQueue:
         refill_k: int | None = None,
         compact_min: int = 256,
         writable: bool = False,
+        refill_batch: int = 16,
     ) -> None:
         if int(k) < 1:
             raise ValueError(f"k must be >= 1, got {k}")
@@ -247,8 +250,15 @@ class PairQueue:
         self._block = int(block_rows)
         self._tile_cols = int(tile_cols)
         self._refill_k = 4 * self._k if refill_k is None else int(refill_k)
+        # Every list holds one item more than it hands out: the extra, last item's key bounds
+        # every pair the list does not hold, so a list that runs dry can wait in the heap at that
+        # key and be rescanned only if it surfaces (see _settle), not at once.
+        self._slots, self._long_slots = self._k + 1, self._refill_k + 1
         # Lists of entries refilled after running dry, longer than the k slots of _nb/_ns.
         self._long: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if int(refill_batch) < 1:
+            raise ValueError(f"refill_batch must be >= 1, got {refill_batch}")
+        self._refill_batch = int(refill_batch)
         self._compact_min = int(compact_min)  # dead matrix rows tolerated before compacting
         self._ids: list[Hashable] = []  # position -> id, dead ones kept (positions are never reused)
         self._pos: dict[Hashable, int] = {}
@@ -278,11 +288,14 @@ class PairQueue:
         # costs one exact score per (row, distinct vector), not per partner.
         self._cls = _grown(_classes(x, self._scale), cap, -1)
         self._ncls = int(self._cls[:n].max()) + 1 if n else 0
-        self._nb = np.zeros((cap, self._k), dtype=np.int32)  # positions: int32 halves the lists
-        self._ns = np.zeros((cap, self._k), dtype=np.float64)
+        self._nb = np.zeros((cap, self._slots), dtype=np.int32)  # positions: int32 halves the lists
+        self._ns = np.zeros((cap, self._slots), dtype=np.float64)
         self._len = np.zeros(cap, dtype=np.int64)
         self._cur = np.zeros(cap, dtype=np.int64)
         self._complete = np.zeros(cap, dtype=bool)
+        # Entries whose list ran dry and whose heap item is the list's bound: rescanned when it surfaces.
+        self._dry = np.zeros(cap, dtype=bool)
+        self._bound = np.zeros(cap, dtype=np.float64)  # a dry list's bound score
         # Judged pairs, compactly (per-entry Python sets took ~30 MB for 97k preserves at 100k
         # entries): one set of pair keys for membership, and per entry a chain of its judged
         # partners in int32 arrays (head, then next/partner per half-edge), walked only by row
@@ -391,6 +404,7 @@ class PairQueue:
         self._alive[idx] = False
         self._live -= 1
         self._len[idx] = 0
+        self._dry[idx] = False
         self._long.pop(idx, None)
         # Its judged pairs stay until the next compaction: positions are never reused and
         # every reader checks liveness first.
@@ -441,6 +455,8 @@ class PairQueue:
             self._len = _grown(self._len, cap, 0)
             self._cur = _grown(self._cur, cap, 0)
             self._complete = _grown(self._complete, cap, False)
+            self._dry = _grown(self._dry, cap, False)
+            self._bound = _grown(self._bound, cap, 0.0)
             self._jhead = _grown(self._jhead, cap, -1)
         if self._nrows >= self._x.shape[0] or not self._owned:
             # Full (or still the caller's array): compact in place when enough rows are
@@ -464,7 +480,7 @@ class PairQueue:
         self._live += 1
         # The new row covers all its pairs (see module docstring), so older
         # lists are left alone even if the newcomer beats their k-th item.
-        self._scan(idx, self._k)
+        self._scan([idx], self._slots)
         if self._len[idx]:
             heapq.heappush(self._heap, self._key(idx, 0))
 
@@ -535,13 +551,24 @@ class PairQueue:
             b, score = int(long[0][c]), float(long[1][c])
         return (-score, (b << 33 | a << 1 | 1) if b < a else (a << 33 | b << 1))
 
-    def _head(self, a: int) -> int | None:
-        """List position of ``a``'s best valid partner, rescanning a dry list; None if it has none."""
+    def _bounded(self, a: int) -> bool:
+        """Whether ``a``'s list is full and not complete: its last item then only bounds the pairs it lacks."""
+        if self._complete[a]:
+            return False
+        return int(self._len[a]) == (self._slots if a not in self._long else self._long_slots)
+
+    def _head(self, a: int, *, defer: bool = False) -> int | None:
+        """List position of ``a``'s best valid partner, rescanning a dry list; None if it has none.
+
+        With ``defer``, a dry list with a bound is not rescanned: -1 says so (see :meth:`_settle`).
+        """
         jkeys = self._jkeys
         c, n = int(self._cur[a]), int(self._len[a])
         long = self._long.get(a)
         partners = self._nb[a] if long is None else long[0]
-        while c < n:
+        bounded = self._bounded(a)
+        end = n - 1 if bounded else n  # a bounded list's last item is its bound, not a candidate
+        while c < end:
             b = int(partners[c])
             if self._alive[b] and (b << 32 | a if b < a else a << 32 | b) not in jkeys:
                 self._cur[a] = c
@@ -550,13 +577,34 @@ class PairQueue:
         self._cur[a] = c
         if self._complete[a]:
             return None
-        # A list that ran dry belongs to an entry with many close partners (a cluster
-        # being judged pair by pair): its refill keeps more, so it runs dry less often.
-        self._scan(a, self._refill_k)
+        if defer and bounded:
+            return -1
+        self._refill(a)
         return 0 if self._len[a] else None  # a fresh scan holds only valid partners
 
+    def _refill(self, a: int) -> None:
+        # A list that ran dry belongs to an entry with many close partners (a cluster
+        # being judged pair by pair): its refill keeps more, so it runs dry less often.
+        # Other lists waiting dry (hundreds, at 50k entries) are rescanned with it, those
+        # whose bound comes up first: a batch shares the pass over the matrix (one row alone
+        # is memory-bound), and a rescan may happen any time before it is due.
+        batch = [a]
+        if self._refill_batch > 1:
+            dry = np.flatnonzero(self._dry[: len(self._ids)])
+            dry = dry[dry != a]
+            if dry.size > self._refill_batch - 1:
+                dry = dry[np.argpartition(-self._bound[dry], self._refill_batch - 2)[: self._refill_batch - 1]]
+            batch += dry.tolist()
+        self._scan(batch, self._long_slots)
+
     def _settle(self) -> tuple[float, int] | None:
-        """Make the heap top an exact, valid entry (the global argmax) and return it."""
+        """Make the heap top an exact, valid entry (the global argmax) and return it.
+
+        A list that runs dry is not rescanned at once: its heap item drops to its bound (the
+        key of its last, extra item, which every pair the list lacks is below), and the rescan
+        happens only if that bound reaches the top. A run that stops first, or removes the
+        entry first, never pays for it. The pop order is the same either way.
+        """
         heap = self._heap
         while heap:
             top = heap[0]
@@ -565,7 +613,20 @@ class PairQueue:
             if not self._alive[a]:
                 heapq.heappop(heap)
                 continue
-            c = self._head(a)
+            if self._dry[a]:  # its bound is the top: now the rescan is due
+                self._refill(a)
+                c: int | None = 0 if self._len[a] else None
+            else:
+                c = self._head(a, defer=True)
+                if c == -1:
+                    bound = self._key(a, int(self._len[a]) - 1)
+                    if bound != top:
+                        self._dry[a] = True
+                        self._bound[a] = -bound[0]
+                        heapq.heapreplace(heap, bound)
+                        continue
+                    self._refill(a)  # the bound is already the top: no other pair can come first
+                    c = 0 if self._len[a] else None
             if c is None:
                 heapq.heappop(heap)
                 continue
@@ -604,41 +665,50 @@ class PairQueue:
         self._dead_rows = 0
         self._prune_judged()
 
-    def _scan(self, a: int, k: int) -> None:
-        """Recompute ``a``'s neighbour list (``k`` long) against all live entries (a refill or an add).
+    def _scan(self, idxs: Sequence[int], k: int) -> None:
+        """Recompute the neighbour lists (``k`` long) of ``idxs`` against all live entries (refills, an add).
 
-        The build scans every row at once (:meth:`_build`); this is the one-row path.
+        The build scans every row at once (:meth:`_build`); this is the path for a few rows.
         """
         n = self._nrows
-        self.scans += 1
-        row = int(self._row_of[a])
-        # numpy's own single-threaded loop, not BLAS sgemv, whose two threads wait on each
-        # other when the cores are shared (measured at 10k rows under load: 0.9 ms against
-        # 24 ms). Same error bound.
-        v = self._take(np.array([row]))[0]
-        if self._scale is None:
-            sims = np.einsum("ij,j->i", self._x[:n], v)[None, :]
+        self.scans += len(idxs)
+        blk = np.asarray(idxs, dtype=np.int64)
+        rows = self._row_of[blk]
+        q = self._take(rows)
+        sims = np.empty((blk.size, n), dtype=np.float32)
+        if self._scale is None and blk.size == 1:
+            # numpy's own single-threaded loop, not BLAS sgemv, whose two threads wait on each
+            # other when the cores are shared (measured at 10k rows under load: 0.9 ms against
+            # 24 ms). Same error bound.
+            sims[0] = np.einsum("ij,j->i", self._x[:n], q[0])
+        elif self._scale is None:
+            for s in range(0, n, 4096):
+                sims[:, s : s + 4096] = q @ self._x[s : min(n, s + 4096)].T
         else:
             # Quantised rows: the codes of 2048 rows cast to float32 (exact) into one buffer,
-            # their products with v, then each scaled. Not bit for bit the decoded rows'
-            # products, but within the same screening margin: the float32 sum errs by at most
-            # d·u32·|q||v| and the scaling and the decoding by u32 each, while the margin
+            # their products with the rows scanned, then each scaled. Not bit for bit the decoded
+            # rows' products, but within the same screening margin: the float32 sum errs by at
+            # most d·u32·|q||v| and the scaling and the decoding by u32 each, while the margin
             # allows 2·(d + 2)·u32·|a||v|; final scores are exact on decoded rows. At 100k
-            # rows (quiet): 12 ms, against 8 ms for a float32 matrix four times the size.
-            sims = np.empty((1, n), dtype=np.float32)
+            # rows (quiet): 12 ms for one row, against 8 ms for a float32 matrix four times the
+            # size; most of it is the cast, which a batch of rows shares.
             buf = np.empty((min(n, 2048), self._d), dtype=np.float32)
             for s in range(0, n, 2048):
                 e = min(n, s + 2048)
                 np.copyto(buf[: e - s], self._x[s:e], casting="unsafe")
-                sims[0, s:e] = np.einsum("ij,j->i", buf[: e - s], v)
-            sims[0] *= self._scale[:n]
+                if blk.size == 1:
+                    sims[0, s:e] = np.einsum("ij,j->i", buf[: e - s], q[0])
+                else:
+                    sims[:, s:e] = q @ buf[: e - s].T
+            sims *= self._scale[:n]
         if self._dead_rows:
-            sims[:, ~self._row_alive[: self._nrows]] = NEG_INF
-        sims[0, row] = NEG_INF
-        jud = self._judged_with(a)
-        if jud:
-            sims[0, self._row_of[jud]] = NEG_INF
-        self._select(np.array([a], dtype=np.int64), np.array([row], dtype=np.int64), sims, k)
+            sims[:, ~self._row_alive[:n]] = NEG_INF
+        sims[np.arange(blk.size), rows] = NEG_INF
+        for i, a in enumerate(idxs):
+            jud = self._judged_with(a)
+            if jud:
+                sims[i, self._row_of[jud]] = NEG_INF
+        self._select(blk, rows, sims, k)
 
     def _rows(self, lo: int, hi: int, out: np.ndarray | None = None) -> np.ndarray:
         """Matrix rows ``lo..hi`` as float32 (decoded when quantised; a view otherwise)."""
@@ -706,21 +776,21 @@ class PairQueue:
                 sims[d - i0, d - j0] = NEG_INF  # an entry is not its own partner
                 inside = (band_b >= j0) & (band_b < j1)
                 sims[band_a[inside] - i0, band_b[inside] - j0] = NEG_INF
-                r, c = screen_rows(sims, low[i0:i1], margin[i0:i1], self._k)
+                r, c = screen_rows(sims, low[i0:i1], margin[i0:i1], self._slots)
                 pools[i0 // size].add(r + i0, c + j0, sims[r, c])
                 # Transposed: the tile's columns past this row band get their partners among its rows
                 # (columns inside the band are rows of this band: covered above).
                 off = max(0, i1 - j0)
                 if off < j1 - j0:
                     part = sims[:, off:]
-                    r, c = screen_columns(part, low[j0 + off : j1], margin[j0 + off : j1], self._k)
+                    r, c = screen_columns(part, low[j0 + off : j1], margin[j0 + off : j1], self._slots)
                     owner = c + (j0 + off)
                     for b in range((j0 + off) // size, (j1 - 1) // size + 1):
                         m = (owner >= pools[b].lo) & (owner < pools[b].hi)
                         pools[b].add(owner[m], r[m] + i0, part[r[m], c[m]])
                 del sims
                 for pool in pools:
-                    if pool.pooled > 2 * self._k * (pool.hi - pool.lo) + 4096:
+                    if pool.pooled > 2 * self._slots * (pool.hi - pool.lo) + 4096:
                         self._prune(pool, low, margin)
         for pool in pools:
             self._prune(pool, low, margin)
@@ -732,14 +802,14 @@ class PairQueue:
                 blk = np.arange(i0, min(pool.hi, i0 + h), dtype=np.int64)
                 lo, hi = bounds[b], bounds[b + 1]
                 self._keep(blk, blk, r[lo:hi].astype(np.int64) - i0, c[lo:hi].astype(np.int64),
-                           low[i0 : i0 + h], self._k)
+                           low[i0 : i0 + h], self._slots)
 
     def _prune(self, pool: "_Pool", low: np.ndarray, margin: np.ndarray) -> None:
         """Raise the pool's rows' k-th score bounds to their k-th pooled score; drop what that rules out.
 
         Leaves the pool as one sorted-by-row array triple.
         """
-        k = self._k
+        k = self._slots
         r = np.concatenate(pool.r) if pool.r else np.zeros(0, dtype=np.int32)
         c = np.concatenate(pool.c) if pool.c else np.zeros(0, dtype=np.int32)
         s = np.concatenate(pool.s) if pool.s else np.zeros(0, dtype=np.float32)
@@ -782,17 +852,20 @@ class PairQueue:
         starts = np.cumsum(counts) - counts
         rank = np.arange(r.size) - starts[r]
         keep = rank < k
-        if k == self._k:
+        if k == self._slots:
             owners = blk[r[keep]]
             self._nb[owners, rank[keep]] = partner[keep]
             self._ns[owners, rank[keep]] = score[keep]
             for a in blk.tolist() if self._long else ():
                 self._long.pop(a, None)
-        else:  # a longer list than the fixed slots hold (one row: a refill)
-            assert blk.size == 1
-            self._long[int(blk[0])] = (partner[keep].astype(np.int32), score[keep].copy())
+        else:  # longer lists than the fixed slots hold (refills)
+            for i, a in enumerate(blk.tolist()):
+                s0 = int(starts[i])
+                s1 = s0 + min(int(counts[i]), k)
+                self._long[a] = (partner[s0:s1].astype(np.int32), score[s0:s1].copy())
         self._len[blk] = np.minimum(counts, k)
         self._cur[blk] = 0
+        self._dry[blk] = False
         # With a finite bound the row may have had more than k partners; calling
         # it incomplete is merely conservative (a rescan once it runs dry).
         self._complete[blk] = np.isneginf(kth) & (counts <= k)

@@ -168,15 +168,16 @@ def test_top_k_lists_are_exact_where_blas_rounding_reorders():
     # Near-identical candidates around one direction: their exact scores against
     # ``a`` differ by ~1e-9, below float32 BLAS error, so BLAS ranks them
     # differently from the exact scores (checked). The lists must be exact,
-    # both from the block scan (build) and from the one-row scan (add).
+    # both from the block scan (build) and from the one-row scan (add). A list
+    # holds k candidates and one more item, its bound: all k + 1 exact.
     rng = np.random.default_rng(7)
     m, d, k = 300, 384, 4
     a = unit(rng.standard_normal((1, d)))
     cands = unit(unit(rng.standard_normal((1, d))) + 1e-7 * rng.standard_normal((m, d)))
     exact = pair_scores(np.repeat(a, m, axis=0), cands)
-    top = np.lexsort((np.arange(m), -exact))[:k]
+    top = np.lexsort((np.arange(m), -exact))[: k + 1]
     for blas in ((np.vstack([a, cands])[:8] @ np.vstack([a, cands]).T)[0, 1:], cands @ a[0]):
-        assert (np.lexsort((np.arange(m), -blas))[:k] != top).any()  # the premise
+        assert (np.lexsort((np.arange(m), -blas))[: k + 1] != top).any()  # the premise
     ids = [f"c{i}" for i in range(m)]
     q = PairQueue(["a"] + ids, np.vstack([a, cands]), k=k)
     assert q._nb[0, : q._len[0]].tolist() == (top + 1).tolist()
@@ -431,6 +432,48 @@ def test_refill_length_does_not_change_the_order(refill_k):
     k = 1 if refill_k == 1 else 2
     for kind, seed in (("gauss", 500), ("dups", 501), ("lattice", 502)):
         run_case(kind, 70, 6, k, seed, refill_k=refill_k)
+
+
+@pytest.mark.parametrize("refill_batch", [1, 2, 5, 64])
+def test_refill_batch_does_not_change_the_order(refill_batch):
+    # Dry lists are rescanned together, some before they are due: the sequence is
+    # still the naive argmax's, on float vectors and on int8 codes alike.
+    for kind, seed in (("gauss", 510), ("dups", 511), ("lattice", 512)):
+        run_case(kind, 80, 6, 1, seed, refill_k=2, refill_batch=refill_batch)
+        x = make_data(kind, 80, 6, seed)
+        ids = [f"e{i}" for i in range(80)]
+        target = QuantizedTarget(ids, x, k=1, refill_k=2, refill_batch=refill_batch, compact_min=4)
+        drive(target, DecodedNaive(ids, x), ScriptedJudge(seed + 1, 6), dict(zip(ids, x, strict=True)))
+
+
+def test_refill_batch_must_be_positive():
+    with pytest.raises(ValueError, match="refill_batch"):
+        PairQueue(["a", "b"], np.eye(2, dtype=np.float32), refill_batch=0)
+
+
+def test_a_dry_list_is_rescanned_only_when_its_bound_comes_up():
+    # Three well-separated pairs at 0.99, 0.8 and 0.6, every other score near 0.
+    # With k = 1 each list runs dry as soon as its pair is taken; its rescan waits
+    # until nothing above its bound is left, so the three pairs cost no rescan.
+    d = 12
+    basis = np.eye(d, dtype=np.float32)
+
+    def pair(i: int, c: float) -> list[np.ndarray]:
+        s = float(np.sqrt(1 - c * c))
+        return [basis[2 * i], c * basis[2 * i] + s * basis[2 * i + 1]]
+
+    vecs = np.array(pair(0, 0.99) + pair(1, 0.8) + pair(2, 0.6), dtype=np.float32)
+    ids = ["a", "b", "c", "d", "e", "f"]
+    q = PairQueue(ids, vecs, k=1)
+    built = q.scans
+    assert [p[:2] for p in (q.pop(), q.pop(), q.pop())] == [("a", "b"), ("c", "d"), ("e", "f")]
+    assert q.scans == built
+    q.remove("a")  # a removed entry's deferred rescan never happens
+    rest = []
+    while (p := q.pop()) is not None:
+        rest.append(p[:2])
+    assert q.scans > built
+    assert len(rest) == 15 - 3 - 4  # every pair once; the four pairs of "a" left with it
 
 
 def test_excluded_with_unknown_ids_is_ignored():
