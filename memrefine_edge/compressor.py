@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._memory import release_free_memory
+from ._memory import pin_mmap_threshold, release_free_memory
 from .budget import resolve_target
 from .decision import Decision
 from .errors import (
@@ -311,6 +311,7 @@ class Compressor:
         clock: dict[str, float] = defaultdict(float)  # seconds per stage
         plan = self._plan(budget=budget, budget_bytes=budget_bytes, resume=resume)
         self._metric = plan.metric
+        pin_mmap_threshold()  # big temporaries all along the run: map them apart (see memrefine_edge._memory)
         t = time.perf_counter()
         store.ensure_embeddings(self.encoder, progress=self.embed_progress)
         clock["embed"] += time.perf_counter() - t
