@@ -324,6 +324,21 @@ def test_disk_metric_by_page_arithmetic(tmp_path):
     tmp_store.close()
 
 
+def test_solo_disk_size_is_what_the_entry_alone_takes(tmp_path):
+    store = MemoryStore(tmp_path / "solo.db", page_size=4096)
+    store.add_many([Entry(id="a", content="Zoë likes tea"), Entry(id="b", content="Sam paints " * 20),
+                    Entry(id="c", content="Evan runs")])
+    store.ensure_embeddings(HashEncoder(dim=16, model_id="m16"))
+    # Not yet embedded: measured as it will be once the model the others have embeds it.
+    store.add(Entry(id="d", content="Ana sings"))
+    estimate = store.solo_size("d", "disk", embedding_bytes=16 + 8)
+    store.ensure_embeddings(HashEncoder(dim=16, model_id="m16"))
+    for gone in ("a", "b", "c"):
+        store.remove(gone)
+    assert store.solo_size("d", "disk") == estimate == store.disk_bytes()
+    store.close()
+
+
 def test_disk_metric_matches_dbstat_on_a_bigger_store(tmp_store):
     tmp_store.add_many(Entry(id=f"e{i}", content=f"memory number {i} " * 20) for i in range(300))
     conn = sqlite3.connect(tmp_store.path)  # a reader of its own

@@ -190,16 +190,23 @@ class SizesMixin:
         if metric == "json":
             return json_size(replace(entry, links=()))
 
-        cols = "id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes, embedding"
-        row = self._db.conn.execute(f"SELECT {cols} FROM entries WHERE id = ?", (entry_id,)).fetchone()
-        blob = row[8] if row[8] is not None else (bytes(embedding_bytes) if embedding_bytes else None)
+        # Every column the row has on disk (the embedding's model and source hash too: ~20 bytes
+        # that decided whether a strict disk budget could hold the entry).
+        # Its seq as well: index cells hold it, and SQLite stores 0 and 1 in no bytes at all.
+        cols = ("id, content, keywords, timestamps, metadata, provenance, content_hash, json_bytes, embedding,"
+                " embedding_model, embedded_hash, seq")
+        row = list(self._db.conn.execute(f"SELECT {cols} FROM entries WHERE id = ?", (entry_id,)).fetchone())
+        if row[8] is None and embedding_bytes:  # as it will be once embedded, by the model the others have
+            model = self._db.conn.execute(
+                "SELECT embedding_model FROM entries WHERE embedding_model IS NOT NULL LIMIT 1").fetchone()
+            row[8:11] = [bytes(embedding_bytes), model[0] if model else "", row[6]]
         mem = sqlite3.connect(":memory:")
         try:
             mem.execute(f"PRAGMA page_size = {int(self._db.conn.execute('PRAGMA page_size').fetchone()[0])}")
             for migration in MIGRATIONS:
                 for statement in split_sql(migration.sql):
                     mem.execute(statement)
-            mem.execute(f"INSERT INTO entries ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*row[:8], blob))
+            mem.execute(f"INSERT INTO entries ({cols}) VALUES ({', '.join('?' * len(row))})", row)
             marks = ",".join("?" * len(_MEMORY_TABLES))
             return int(mem.execute(
                 f"SELECT SUM(pgsize - unused) FROM dbstat WHERE name IN ({marks})", _MEMORY_TABLES
