@@ -44,9 +44,8 @@ def _libc() -> Any:
 
 @lru_cache(maxsize=1)
 def _trim() -> Any:
-    try:
-        fn = _libc().malloc_trim  # glibc's; musl and others have none
-    except AttributeError:  # no libc.so.6 (None has no attribute), or a libc without it
+    fn = getattr(_libc(), "malloc_trim", None)  # glibc's; musl and others have none
+    if fn is None:
         return None
     fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
     return fn

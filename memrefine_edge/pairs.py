@@ -33,8 +33,8 @@ Scores and ties (the contract that makes the order reproducible)
 
 Why pop always returns the global argmax
 ----------------------------------------
-Each live entry ``a`` holds a list of its top-k partners (by pair key) as of its
-last scan, and ``f_a``, the key of the k-th one. Invariant: every live,
+Each live entry ``a`` holds a list of its top-(k+1) partners (by pair key) as of
+its last scan, and ``f_a``, the key of the last one. Invariant: every live,
 unjudged pair is *covered* by one of its ends ``a``: the other end is in
 ``a``'s list, or the pair's key is below ``f_a``. A scan of ``a`` covers all of
 ``a``'s pairs; a new entry is scanned on :meth:`PairQueue.add`, so it covers its
@@ -42,10 +42,13 @@ pairs with every older entry and older lists need no update. The heap holds for
 each entry an upper bound of its best remaining list item; that bound is
 ``>= f_a``, hence ``>=`` every pair ``a`` covers, so the heap top bounds every
 valid pair. Popping verifies the top entry's real head; if it is stale, the
-real (lower) key is pushed back. A list whose items are all dead or judged is
-rescanned, unless its last scan already held *all* of ``a``'s partners
+real (lower) key is pushed back. A list whose items are all dead or judged
+needs a rescan, unless its last scan already held *all* of ``a``'s partners
 ("complete"): then each still-valid pair of ``a`` is with a later entry, which
-covers it.
+covers it. The rescan waits: the list hands out only its first k items (the
+last one is there for ``f_a``), so a dry entry's heap item drops to ``f_a`` and
+the rescan happens only when that reaches the top (with other dry lists in one
+pass; a rescan is valid at any time, as it covers all of ``a``'s pairs).
 """
 
 from __future__ import annotations
@@ -579,10 +582,10 @@ class PairQueue:
             return None
         if defer and bounded:
             return -1
-        self._refill(a)
-        return 0 if self._len[a] else None  # a fresh scan holds only valid partners
+        return self._refill(a)
 
-    def _refill(self, a: int) -> None:
+    def _refill(self, a: int) -> int | None:
+        """Rescan ``a``'s list (with other dry ones); its head position, None if it has no partner left."""
         # A list that ran dry belongs to an entry with many close partners (a cluster
         # being judged pair by pair): its refill keeps more, so it runs dry less often.
         # Other lists waiting dry (hundreds, at 50k entries) are rescanned with it, those
@@ -596,6 +599,7 @@ class PairQueue:
                 dry = dry[np.argpartition(-self._bound[dry], self._refill_batch - 2)[: self._refill_batch - 1]]
             batch += dry.tolist()
         self._scan(batch, self._long_slots)
+        return 0 if self._len[a] else None  # a fresh scan holds only valid partners
 
     def _settle(self) -> tuple[float, int] | None:
         """Make the heap top an exact, valid entry (the global argmax) and return it.
@@ -614,8 +618,7 @@ class PairQueue:
                 heapq.heappop(heap)
                 continue
             if self._dry[a]:  # its bound is the top: now the rescan is due
-                self._refill(a)
-                c: int | None = 0 if self._len[a] else None
+                c: int | None = self._refill(a)
             else:
                 c = self._head(a, defer=True)
                 if c == -1:
@@ -625,8 +628,7 @@ class PairQueue:
                         self._bound[a] = -bound[0]
                         heapq.heapreplace(heap, bound)
                         continue
-                    self._refill(a)  # the bound is already the top: no other pair can come first
-                    c = 0 if self._len[a] else None
+                    c = self._refill(a)  # the bound is already the top: no other pair can come first
             if c is None:
                 heapq.heappop(heap)
                 continue
