@@ -4,7 +4,8 @@
 
 KILL_PHASE is where the process SIGKILLs itself during decision KILL_STEP:
 ``judge`` (after the judge decided, before anything is written), ``merge``
-(inside the merge LLM call), ``commit`` (right after the decision committed).
+(inside the merge LLM call), ``commit`` (right after the commit that made the decision durable:
+decisions share a transaction while they come fast, so that commit may hold several).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def main() -> None:
                 die()
 
         def on_progress(p) -> None:
-            if phase == "commit" and p.step - 1 == kill_step:
+            if phase == "commit" and p.step - 1 >= kill_step:
                 die()
 
         comp = Compressor(store, encoder=HashEncoder(), method=ScriptedMethod(on_decide=on_decide),

@@ -113,27 +113,33 @@ class Config:
     policy: str = "mixed"
     n: int = 50
     seed: int = 1
+    #: Seconds decisions may share a transaction (0: one commit per decision, which the
+    #: per-decision kill points and pauses of the worker are stated in).
+    commit_window: float = 0.0
 
     def argv(self) -> list[str]:
         """The worker's arguments for this command (see crash_worker.py)."""
-        out = ["--budget", str(self.budget), "--mode", self.mode, "--policy", self.policy]
+        out = ["--budget", str(self.budget), "--mode", self.mode, "--policy", self.policy,
+               "--commit-window", str(self.commit_window)]
         if self.min_similarity is not None:
             out += ["--min-similarity", str(self.min_similarity)]
         return out
 
 
 def compressor_for(store: MemoryStore, *, mode: str, policy: str, min_similarity: float | None,
-                   sleep_ms: float = 0.0, on_decide=None, on_merge=None, progress=None) -> Compressor:
+                   sleep_ms: float = 0.0, on_decide=None, on_merge=None, progress=None,
+                   commit_window: float = 0.0) -> Compressor:
     """The one way the worker and the tests build the compressor, so they run the same command."""
     return Compressor(store, encoder=HashEncoder(), merger=ConcatMerger(on_merge=on_merge), mode=mode,
                       method=CampaignMethod(policy=policy, sleep_ms=sleep_ms, on_decide=on_decide),
-                      min_similarity=min_similarity, k=4, progress=progress)
+                      min_similarity=min_similarity, k=4, progress=progress, commit_window_s=commit_window)
 
 
 def compress_in_process(path: Path, cfg: Config, *, progress=None) -> CompressionReport:
     """The same command as the worker runs, in this process (continues an interrupted run)."""
     with MemoryStore(path, create=False) as store:
-        comp = compressor_for(store, mode=cfg.mode, policy=cfg.policy, min_similarity=cfg.min_similarity)
+        comp = compressor_for(store, mode=cfg.mode, policy=cfg.policy, min_similarity=cfg.min_similarity,
+                              commit_window=cfg.commit_window)
         comp.progress = progress
         return comp.run(budget=cfg.budget)
 

@@ -2,7 +2,7 @@
 
     python tests/crash_worker.py DB --budget R [--mode paper|strict] [--policy SALT] [--min-similarity S]
                                  [--sleep-ms MS] [--release N --window W] [--pause-every P]
-                                 [--kill PHASE:N] [--count-sql]
+                                 [--kill PHASE:N] [--count-sql] [--commit-window S]
 
 Prints on stdout, one line each, flushed: ``ready`` (store open, before the
 run), ``done STOP_REASON`` at the end, and with ``--count-sql`` the number of
@@ -30,6 +30,9 @@ Kill from inside (``--kill PHASE:N``), SIGKILL to itself:
               (any action, evictions too)
 ``after:N``   decision N committed, before the next SQL statement
 ``sql:K``     before the K-th SQL statement this process runs (anywhere)
+
+The kill points and pauses count decisions committed one by one (``--commit-window 0``,
+the default); with a window, decisions share transactions and only ``sql:K`` is meaningful.
 
 ``judge``/``merge`` hook the fake method and merger; the others, and the
 release points, use sqlite3's trace callback on the store's connection (called
@@ -78,6 +81,7 @@ def main() -> None:
     ap.add_argument("--release", type=int, default=None)
     ap.add_argument("--window", type=int, default=4)
     ap.add_argument("--pause-every", type=int, default=0)
+    ap.add_argument("--commit-window", type=float, default=0.0)
     ap.add_argument("--kill", default="")
     ap.add_argument("--count-sql", action="store_true")
     args = ap.parse_args()
@@ -131,7 +135,8 @@ def main() -> None:
                 die()
 
         comp = compressor_for(store, mode=args.mode, policy=args.policy, min_similarity=args.min_similarity,
-                              sleep_ms=args.sleep_ms, on_decide=on_decide, on_merge=on_merge)
+                              sleep_ms=args.sleep_ms, on_decide=on_decide, on_merge=on_merge,
+                              commit_window=args.commit_window)
         say("ready")
         release_point()
         report = comp.run(budget=args.budget)

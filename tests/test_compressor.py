@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memrefine_edge.compressor import Compressor, RunLock, build_merged_entry, merged_entry_id
-from memrefine_edge.errors import BudgetError, MemRefineError, RunLockedError
+from memrefine_edge.errors import BudgetError, ConfigurationError, MemRefineError, RunLockedError
 from memrefine_edge.decision import Decision
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import Entry, MemoryStore
@@ -622,13 +623,126 @@ def test_entries_added_during_a_run_are_not_compressed_and_do_not_count(tmp_path
             app.add(Entry(id=f"late{i}", content=f"Ana booked flight QX{i} to Lisbon for the conference."))
             added.append(f"late{i}")
 
-    report = compressor(store, Scripted(on_decide=app_adds)).run(budget=0.5)
+    # The app writes from inside the judge's call (this thread): each decision commits alone, or the
+    # app's connection would wait for the run's open transaction, which waits for the judge.
+    report = compressor(store, Scripted(on_decide=app_adds), commit_window_s=0).run(budget=0.5)
     assert report.target_bytes == ra.target_bytes and report.budget_met
     assert originals(store) == expected  # the older entries were compressed exactly as without the adds
     assert all(i in store for i in added)  # and the new ones were left to the next run
     assert report.added_during_run["entries"] == len(added)
     app.close()
     store.close()
+
+
+def test_decisions_share_transactions_and_decide_the_same(tmp_path):
+    import sqlite3
+
+    runs = {}
+    for window in (0, 10):
+        with make_store(tmp_path / f"w{window}.db", n=40) as store:
+            commits, steps = [], []
+            store.set_trace(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+            report = compressor(store, progress=lambda p: steps.append(p.step), commit_window_s=window).run(budget=0.5)
+            runs[window] = (export(store), [(d.action, d.a_id, d.b_id) for d in store.journal.decisions()],
+                            len(commits), steps)
+            assert report.budget_met
+    (one, decided_one, commits_one, steps_one), (grouped, decided_grouped, commits_grouped, steps_grouped) = (
+        runs[0], runs[10])
+    assert grouped == one and decided_grouped == decided_one
+    n = len(decided_one)
+    assert steps_one == list(range(1, n + 1))  # progress after every commit: every decision
+    assert steps_grouped == [n]  # one group: one commit, one progress call
+    assert commits_grouped < commits_one - n + 5
+    # Progress always reports what is durable: another connection sees exactly that many decisions.
+    with make_store(tmp_path / "p.db", n=40) as store:
+        seen = []
+
+        def check(p):
+            other = sqlite3.connect(tmp_path / "p.db")
+            seen.append((p.step, other.execute("SELECT COUNT(*) FROM audit").fetchone()[0]))
+            other.close()
+
+        compressor(store, ScriptedMethod(), progress=check, commit_window_s=0.0).run(budget=0.5)
+        assert seen and all(step == durable for step, durable in seen)
+
+
+def test_a_grouped_run_commits_what_it_decided_when_interrupted(tmp_path):
+    calls = []
+
+    def interrupt():
+        calls.append(1)
+        if len(calls) == 7:
+            raise KeyboardInterrupt
+
+    with make_store(tmp_path / "i.db", n=40) as store:
+        with pytest.raises(KeyboardInterrupt):
+            compressor(store, ScriptedMethod(on_decide=interrupt), commit_window_s=10).run(budget=0.5)
+        # The six decisions made before are durable, the seventh never started; a rerun continues.
+        assert len(store.journal.decisions()) == 6 and store.journal.unfinished_run() is not None
+    with MemoryStore(tmp_path / "i.db", create=False) as store:
+        assert compressor(store, commit_window_s=10).run(budget=0.5).budget_met
+        with make_store(tmp_path / "j.db", n=40) as ref:
+            compressor(ref, commit_window_s=0).run(budget=0.5)
+            assert export(store) == export(ref)
+
+
+def test_a_model_calling_judge_commits_every_decision(tmp_path):
+    class Counting(ScriptedMethod):
+        calls = 0
+
+        def decide(self, pair):
+            Counting.calls += 1
+            return super().decide(pair)
+
+        @property
+        def llm_calls(self):
+            return Counting.calls
+
+    with make_store(tmp_path / "m.db", n=40) as store:
+        steps = []
+        compressor(store, Counting(), progress=lambda p: steps.append(p.step), commit_window_s=10).run(budget=0.5)
+        assert steps == list(range(1, len(store.journal.decisions()) + 1))
+
+
+def test_another_thread_writes_between_groups(tmp_path):
+    import threading
+
+    from fakes import ScriptedMethod as Scripted
+
+    path = tmp_path / "t.db"
+    store = make_store(path, n=60)
+    started, done, errors = threading.Event(), [], []
+
+    def app():  # the assistant's thread, its own connection, while the run holds group transactions
+        try:
+            with MemoryStore(path, create=False) as mine:
+                started.wait(10)
+                for i in range(3):
+                    mine.add(Entry(id=f"late{i}", content=f"Ana booked flight QX{i} to Lisbon."))
+                    done.append(i)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def slow_judge():
+        started.set()
+        time.sleep(0.002)
+
+    thread = threading.Thread(target=app)
+    thread.start()
+    try:
+        report = compressor(store, Scripted(on_decide=slow_judge), commit_window_s=0.02).run(budget=0.5)
+    finally:
+        thread.join(30)
+    assert not errors and done == [0, 1, 2]
+    assert report.budget_met and all(f"late{i}" in store for i in range(3))
+    store.close()
+
+
+def test_commit_window_is_validated(tmp_path):
+    with make_store(tmp_path / "v.db", n=5) as store:
+        for bad in (-1, 11, float("nan"), "0.1"):
+            with pytest.raises(ConfigurationError, match="commit_window_s"):
+                compressor(store, commit_window_s=bad)
 
 
 def test_upkeep_follows_the_standing_budget(tmp_path):

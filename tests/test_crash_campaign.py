@@ -45,6 +45,8 @@ HERE = Path(__file__).resolve().parent
 WORKER = HERE / "crash_worker.py"
 PAPER = Config("paper", budget=0.45)
 STRICT = Config("strict", budget=0.3, mode="strict", min_similarity=0.5)
+# Decisions sharing transactions (a window longer than the whole run: a kill loses everything uncommitted).
+GROUPED = Config("grouped", budget=0.45, commit_window=10.0)
 TIMEOUT = 60
 
 
@@ -136,7 +138,7 @@ def kill_from_outside(db: Path, cfg: Config, release: int, delay_s: float, windo
 @pytest.fixture(scope="module")
 def refs(tmp_path_factory):
     root = tmp_path_factory.mktemp("crash-refs")
-    return {cfg.name: Reference(cfg, root) for cfg in (PAPER, STRICT)}
+    return {cfg.name: Reference(cfg, root) for cfg in (PAPER, STRICT, GROUPED)}
 
 
 def test_the_commands_exercise_every_kind_of_decision(refs, tmp_path):
@@ -144,6 +146,10 @@ def test_the_commands_exercise_every_kind_of_decision(refs, tmp_path):
     assert {"delete", "merge", "preserve"} <= set(paper.steps) and "evict" not in paper.steps
     assert {"delete", "merge", "preserve", "evict"} <= set(strict.steps)
     assert paper.pair_steps >= 30 and len(strict.steps["evict"]) >= 10
+    # Sharing transactions changes no decision and no entry, and saves statements (BEGIN, COMMIT).
+    grouped = refs["grouped"]
+    assert grouped.decisions == paper.decisions and grouped.export == paper.export
+    assert grouped.sql_statements < paper.sql_statements
     for ref in (paper, strict):
         # The in-process command the checks resume with is the worker's command.
         path = tmp_path / f"{ref.cfg.name}-in-process.db"
@@ -264,7 +270,7 @@ def test_sigkill_at_each_phase_then_rerun_gives_the_same_store(refs, tmp_path, n
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["paper", "strict"])
+@pytest.mark.parametrize("name", ["paper", "strict", "grouped"])
 def test_sigkill_before_a_random_sql_statement(refs, tmp_path, name):
     """Before the K-th statement, K seeded-random over the whole run: inside transactions, between, at the end.
 

@@ -30,6 +30,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -58,7 +59,7 @@ from .schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
 from .sizes import SizesMixin
 from .vectors import VectorsMixin
 
-__all__ = ["MemoryStore", "PAGE_SIZE", "COMPACT_SHARE"]
+__all__ = ["MemoryStore", "CommitGroup", "PAGE_SIZE", "COMPACT_SHARE"]
 
 #: The share of the file that must be free space before :meth:`MemoryStore.compact` VACUUMs it.
 COMPACT_SHARE = 0.1
@@ -177,6 +178,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
         self._search_cache: tuple[tuple[Any, ...], list[str], np.ndarray] | None = None
         self._in_tx = False
         self._depth = 0
+        self._group: CommitGroup | None = None  # set inside grouped()
         try:
             self._migrate()
         except BaseException:
@@ -323,6 +325,9 @@ class MemoryStore(SizesMixin, VectorsMixin):
         """
         with self._lock:
             conn = self._db.conn
+            group = self._group
+            if not self._in_tx and group is not None and group.thread == threading.get_ident():
+                group._begin()  # the group's transaction: this block becomes its first savepoint
             if self._in_tx:
                 self._depth += 1
                 name = f"sp{self._depth}"
@@ -367,6 +372,31 @@ class MemoryStore(SizesMixin, VectorsMixin):
                 # at 48k entries) until the next search replaces it. An upkeep pass, or a run of
                 # adds, would otherwise carry it on top of its own memory.
                 self._search_cache = None
+
+    @contextmanager
+    def grouped(self, *, window_s: float) -> Iterator["CommitGroup"]:
+        """Let the block's writes (on this thread) share transactions: fewer commits for a run of small ones.
+
+        Each :meth:`atomic` block inside is a savepoint of a group transaction,
+        which the first of them begins; :meth:`CommitGroup.commit_if_due`
+        commits it once it is ``window_s`` old, :meth:`CommitGroup.commit` at
+        once, and leaving the block commits what is left, also when the block
+        raises (each block that failed was rolled back by its savepoint). So
+        every block is still all or nothing, and a crash loses at most the
+        blocks of the open group, which never reached the file. While a group
+        is open, other connections' writers wait (``busy_timeout``) and so do
+        this store's writes from other threads: keep the window short
+        (``window_s=0``: every block commits on its own, as without a group).
+        """
+        if self._group is not None:
+            raise RuntimeError("grouped() blocks do not nest")
+        group = CommitGroup(self, window_s)
+        self._group = group
+        try:
+            yield group
+        finally:
+            self._group = None
+            group.commit()
 
     @property
     def journal(self) -> "RunJournal":
@@ -730,3 +760,68 @@ def _dumps(value: Any) -> str:
     """A field as an entry row stores it: JSON without the spaces after separators (rows written
     before keep theirs; both read the same)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class CommitGroup:
+    """The open group transaction of :meth:`MemoryStore.grouped` (one thread's writes)."""
+
+    def __init__(self, store: MemoryStore, window_s: float) -> None:
+        if not window_s >= 0:
+            raise ValueError(f"window_s must be >= 0, got {window_s!r}")
+        self._store, self.window_s = store, float(window_s)
+        self.thread = threading.get_ident()
+        self._opened: float | None = None  # perf_counter() at BEGIN; None: no group transaction open
+        #: Group transactions committed so far.
+        self.commits = 0
+
+    @property
+    def open(self) -> bool:
+        """Whether writes are waiting in an uncommitted group transaction."""
+        return self._opened is not None
+
+    def _begin(self) -> None:
+        store = self._store
+        store._lock.acquire()  # held until the commit: other threads' writes wait for it
+        try:
+            store._db.conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            store._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                store._raise_refusal(exc)
+            raise
+        store._in_tx = True
+        self._opened = time.perf_counter()
+
+    def commit_if_due(self) -> bool:
+        """Commit the group transaction if it is ``window_s`` old; whether it did."""
+        if self._opened is None or time.perf_counter() - self._opened < self.window_s:
+            return False
+        self.commit()
+        return True
+
+    def commit(self) -> None:
+        """Commit the group transaction now (nothing when none is open)."""
+        if self._opened is None:
+            return
+        store = self._store
+        conn = store._db.conn
+        self._opened = None
+        try:
+            if conn.in_transaction:  # SQLITE_FULL may have rolled everything back already
+                conn.execute("COMMIT")
+                self.commits += 1
+        except BaseException as exc:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            if isinstance(exc, sqlite3.Error):
+                store._raise_refusal(exc)
+            raise
+        finally:
+            store._in_tx = False
+            store._version += 1
+            store._search_cache = None
+            store._lock.release()
+            time.sleep(0)  # a thread waiting to write gets its turn before the next group begins
