@@ -469,6 +469,47 @@ def test_a_nested_block_rolls_back_alone_when_its_error_is_caught(tmp_store):
     assert tmp_store.ids() == ["outer"]
 
 
+def test_grouped_blocks_share_a_transaction_and_each_stays_all_or_nothing(tmp_path):
+    path = tmp_path / "g.db"
+
+    def seen() -> list[str]:  # what another connection sees: the committed state
+        other = sqlite3.connect(path)
+        try:
+            return [r[0] for r in other.execute("SELECT id FROM entries ORDER BY seq")]
+        finally:
+            other.close()
+
+    with MemoryStore(path) as store:
+        with store.grouped(window_s=60) as group:
+            assert not group.open  # nothing begun before the first write
+            store.add(Entry(id="a", content="first"))
+            with pytest.raises(DuplicateIdError):
+                store.add_many([Entry(id="b", content="second"), Entry(id="a", content="a clash")])
+            store.add(Entry(id="c", content="third"))
+            assert group.open and store.ids() == ["a", "c"] and seen() == []
+            assert not group.commit_if_due()  # younger than the window
+            group.commit()
+            assert not group.open and group.commits == 1 and seen() == ["a", "c"]
+            store.add(Entry(id="d", content="fourth"))
+            assert seen() == ["a", "c"]
+        assert seen() == ["a", "c", "d"]  # leaving the block commits
+        with pytest.raises(RuntimeError, match="boom"):
+            with store.grouped(window_s=60):
+                store.add(Entry(id="e", content="fifth"))
+                raise RuntimeError("boom")
+        assert seen() == ["a", "c", "d", "e"]  # a block that completed is kept when a later error leaves
+        with store.grouped(window_s=0) as group:
+            store.add(Entry(id="f", content="sixth"))
+            assert group.commit_if_due() and seen()[-1] == "f"  # window 0: each block is due at once
+            with pytest.raises(RuntimeError, match="nest"):
+                with store.grouped(window_s=0):
+                    pass
+        with pytest.raises(ValueError, match="window_s"):
+            with store.grouped(window_s=-1):
+                pass
+        assert store.integrity_check() == "ok" and store.ids() == ["a", "c", "d", "e", "f"]
+
+
 def test_meta_vacuum_and_reopen(tmp_path):
     path = tmp_path / "m.db"
     with MemoryStore(path) as store:
