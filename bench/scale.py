@@ -34,9 +34,9 @@ installed, below the watermark and for the add whose crossing triggers a pass.
 Per-decision *engine* time = the wall time between two decisions minus the time
 spent in the judge, the merger and the encoder (the merged entry's embedding):
 the pair queue, the journal write with its undo history, the size checks and
-the loop itself. Fast decisions share one commit (``commit_window_s``) and the
-progress callback runs once per commit, so a group's engine time is shared
-evenly by its decisions. Median and p99 over all decisions of the run.
+the loop itself (a decision that ends a group of decisions sharing one
+commit, ``commit_window_s``, carries the commit). It is measured from one
+call of the judge to the next. Median and p99 over all decisions of the run.
 
 ``--encoder onnx`` (default) is the bundled int8 MiniLM; ``--encoder hash`` the
 test ``HashEncoder`` (fast, for engine-only runs; the JSON says which).
@@ -165,11 +165,14 @@ class _Timed:
     def __init__(self, clock: Counter, key: str) -> None:
         self.clock, self.key = clock, key
 
-    def wrap(self, obj: object, name: str) -> None:
+    def wrap(self, obj: object, name: str, marks: list | None = None) -> None:
+        """``marks``, if given, gets ``(time, clock[key])`` at each call's start."""
         inner = getattr(obj, name)
 
         def timed(*a, **kw):
             t = time.perf_counter()
+            if marks is not None:
+                marks.append((t, self.clock[self.key]))
             try:
                 return inner(*a, **kw)
             finally:
@@ -306,26 +309,20 @@ def child(spec: dict) -> dict:
                      "embedding_bytes": st.embedding_bytes}
 
     outside = _Timed(clock, "outside")
-    outside.wrap(parts.method, "decide")
+    # A decision starts where the judge is asked: the marks are taken there, not in the progress
+    # callback, which runs once per commit (fast decisions share one, see commit_window_s).
+    marks: list[tuple[float, float]] = []
+    outside.wrap(parts.method, "decide", marks=marks)
     outside.wrap(parts.merger, "merge")
     outside.wrap(encoder, "embed")
-    marks: list[tuple[float, float, int]] = []
 
-    def progress(p) -> None:
-        # Called after each commit; a commit may hold several decisions (commit_window_s).
-        marks.append((time.perf_counter(), clock["outside"], p.step))
-
-    comp = Compressor(store, encoder=encoder, method=parts.method, merger=parts.merger, progress=progress)
+    comp = Compressor(store, encoder=encoder, method=parts.method, merger=parts.merger)
     t0 = time.perf_counter()
     report = comp.run(budget=0.5, max_decisions=spec.get("max_decisions") or 3 * n)
     run_s = time.perf_counter() - t0
     rss["after compression"] = round(_rss_mb(), 1)
     rss["hwm after compression"] = round(_hwm_mb(), 1)
-    engine: list[float] = []
-    for (t1, o1, s1), (t2, o2, s2) in zip(marks, marks[1:], strict=False):
-        # A group's engine time is shared evenly by the decisions it committed.
-        k = max(s2 - s1, 1)
-        engine += [1000 * ((t2 - t1) - (o2 - o1)) / k] * k
+    engine = [1000 * ((t2 - t1) - (o2 - o1)) for (t1, o1), (t2, o2) in zip(marks, marks[1:], strict=False)]
     sec = dict(report.seconds)
     out.update({
         "decisions": report.decisions, "actions": report.actions, "stop_reason": report.stop_reason,
