@@ -42,12 +42,22 @@ def keys(text: str) -> frozenset[str]:
     return f.words | f.names | f.numbers | f.dates
 
 
+def stated_keys(text: str) -> frozenset[str]:
+    """Names, numbers, dates, and the words of the sentences that state something (no question, no small talk)."""
+    from memrefine_edge.facts import fact_sentences, sentence_words
+
+    f = extract(text)
+    words = [sentence_words(s)[1] for s in fact_sentences(text) if not s.rstrip().endswith("?")]
+    return f.names | f.numbers | f.dates | frozenset().union(*words)
+
+
 class StoreWordGuard(MemRefineMethod):
     """The default judge; a delete that would take the store's last copy of >= ``min_unique`` words is refused."""
 
-    def __init__(self, *, judge: Any, name: str, fallback: str, min_unique: int) -> None:
+    def __init__(self, *, judge: Any, name: str, fallback: str, min_unique: int, stated: bool = False) -> None:
         super().__init__(judge=judge)
         self.name, self.fallback, self.min_unique = name, fallback, min_unique
+        self.protected = stated_keys if stated else keys
         self.counts: Counter[str] = Counter()
         self.stats: Counter[str] = Counter()
 
@@ -61,7 +71,7 @@ class StoreWordGuard(MemRefineMethod):
         if d.action != "delete":
             return d
         gone, kept = (pair.a, pair.b) if d.target == "a" else (pair.b, pair.a)
-        last = {w for w in keys(gone.content) - keys(kept.content) if self.counts[w] <= 1}
+        last = {w for w in self.protected(gone.content) - keys(kept.content) if self.counts[w] <= 1}
         if len(last) < self.min_unique:
             self.counts.subtract(keys(gone.content))
             return d
@@ -84,8 +94,8 @@ def factory(encoder: Any):
         if name == "memrefine":
             return parts.method, parts.merger
         spec = name.removeprefix("guard-")
-        method = StoreWordGuard(judge=parts.method.judge, name=name,
-                                fallback="merge" if spec[0] == "m" else "preserve", min_unique=int(spec[1:]))
+        method = StoreWordGuard(judge=parts.method.judge, name=name, fallback="merge" if spec[0] == "m" else "preserve",
+                                min_unique=int(spec.lstrip("mps")), stated="s" in spec)
         inner = parts.merger.merge
 
         def merge(a: str, b: str, instruction: str):
@@ -129,7 +139,8 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variants", default="p1,m1,p2,m2,m3", help="pN / mN: refuse at N last-copy words, "
-                    "then preserve / merge")
+                    "then preserve / merge; psN / msN: count only names, numbers, dates and the words of "
+                    "sentences that state something (no question, no small talk)")
     ap.add_argument("--budgets", default="1.0,0.7,0.5")
     ap.add_argument("--work", default=None, help="folder for the harness's stores (default: a temporary one)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "store_words.json"))
