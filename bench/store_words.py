@@ -24,7 +24,7 @@ import json
 import os
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,6 @@ class StoreWordGuard(MemRefineMethod):
         self.name, self.fallback, self.min_unique = name, fallback, min_unique
         self.protected = stated_keys if stated else keys
         self.counts: Counter[str] = Counter()
-        self.stats: Counter[str] = Counter()
 
     def prepare(self, store: Any) -> None:
         self.counts = Counter()
@@ -75,7 +74,6 @@ class StoreWordGuard(MemRefineMethod):
         if len(last) < self.min_unique:
             self.counts.subtract(keys(gone.content))
             return d
-        self.stats["refused"] += 1
         why = f"store-wide: last copy of {sorted(last)}"
         if self.fallback == "merge":
             from memrefine_edge.judge import merge_instruction_for
@@ -112,25 +110,23 @@ def factory(encoder: Any):
 
 
 def pooled(results: dict) -> dict:
-    """Pool presence, answer recall@1000, budgets met and actions per method and budget."""
-    base: Counter[str] = Counter()
-    agg: dict[tuple[str, str], Counter] = defaultdict(Counter)
-    for s in results["samples"].values():
-        b = s["base"]
-        base.update({"present": b["presence"]["present"], "n": b["presence"]["n"],
-                     "recall": b["context"]["1000"]["answer_sum"], "rn": b["context"]["1000"]["answer_n"]})
-        for m, runs in s["methods"].items():
-            for bud, r in runs.items():
-                agg[(m, bud)].update({"present": r["presence"]["present"], "n": r["presence"]["n"],
-                                      "recall": r["context"]["1000"]["answer_sum"],
-                                      "rn": r["context"]["1000"]["answer_n"], "met": int(r["budget_met"]),
-                                      "ratio": r["ratio_json"], "k": 1, **r["actions"]})
-    rows = [{"method": m, "budget": float(bud), "presence": round(a["present"] / a["n"], 3),
-             "answer_recall_1000": round(a["recall"] / a["rn"], 3), "budget_met": f"{a['met']}/{a['k']}",
-             "ratio_mean": round(a["ratio"] / a["k"], 3),
-             "actions": {k: a[k] for k in ("delete", "merge", "preserve")}} for (m, bud), a in sorted(agg.items())]
-    return {"base": {"presence": round(base["present"] / base["n"], 3),
-                     "answer_recall_1000": round(base["recall"] / base["rn"], 3)}, "rows": rows}
+    """The harness's pooled numbers per method and budget (:func:`summarize`), with the actions taken."""
+    from memrefine_edge.eval.report import summarize
+
+    summary = summarize(results)
+    rows = []
+    for m, per in sorted(summary["methods"].items()):
+        for bud, p in sorted(per.items()):
+            actions: Counter[str] = Counter()
+            for s in results["samples"].values():
+                actions.update(s["methods"][m][bud]["actions"])
+            rows.append({"method": m, "budget": float(bud), "presence": round(p["presence"], 3),
+                         "answer_recall_1000": round(p["answer_recall@1000"], 3),
+                         "budget_met": f"{p['budget_met']}/{p['samples']}", "ratio_mean": round(p["ratio_json"], 3),
+                         "actions": {k: actions[k] for k in ("delete", "merge", "preserve")}})
+    base = summary["base"]
+    return {"base": {"presence": round(base["presence"], 3),
+                     "answer_recall_1000": round(base["answer_recall@1000"], 3)}, "rows": rows}
 
 
 def main() -> None:
