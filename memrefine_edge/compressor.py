@@ -456,6 +456,7 @@ class Compressor:
         if decision.action == "delete":
             effect = journal.apply(run_id, step, pair, decision, metric=self._metric, latency_ms=latency)
             queue.remove(effect.removed[0])
+            self.method.applied([a if effect.removed[0] == a_id else b], None)
             clock["apply"] += time.perf_counter() - t
             return "delete", decision.source
         if decision.action == "merge":
@@ -468,6 +469,7 @@ class Compressor:
                 journal.apply(run_id, step, pair, decision, metric=self._metric, merged=merged, embedding=vec,
                               model_id=self.encoder.model_id, latency_ms=latency)
                 self._outsiders.created.add(merged.id)
+                self.method.applied([a, b], merged)
                 queue.remove(a_id)
                 queue.remove(b_id)
                 # As a resumed run's queue reads it back from the store.

@@ -35,8 +35,10 @@ class PipelineConfig:
     (``"bundled"``: the bundled one), or ``None`` for the deterministic, fact-keeping merge. ``threads``: CPU
     threads for the models (None: encoder ``min(2, cores)``, LLM 1).
     ``tau``/``protect`` go to the rule methods, ``merge_min_similarity`` to
-    the memrefine judge; giving one to a method that has no use for it is an
-    :class:`OptionConflictError`.
+    the memrefine judge and ``keep_last_copies`` to the memrefine method
+    (None: on; False lets a delete take the store's last copy of a specific
+    word, see :mod:`memrefine_edge.lastcopy`); giving one to a method that has
+    no use for it is an :class:`OptionConflictError`.
     """
 
     method: str = "memrefine"
@@ -47,6 +49,7 @@ class PipelineConfig:
     tau: float | None = None
     protect: float | None = None
     merge_min_similarity: float | None = None
+    keep_last_copies: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -58,6 +61,8 @@ class PipelineConfig:
         else:
             if self.merge_min_similarity is not None:
                 raise OptionConflictError("--merge-min-similarity applies to --method memrefine")
+            if self.keep_last_copies is not None:
+                raise OptionConflictError("--no-last-copy-check applies to --method memrefine")
             if self.protect is not None and self.method != "rulepr":
                 raise OptionConflictError("--protect only applies to --method rulepr")
 
@@ -103,7 +108,8 @@ class Backends:
     def method(self, config: PipelineConfig) -> "Method":
         """The compression method named by ``config.method``."""
         if config.method == "memrefine":
-            return get_method("memrefine", judge=self.judge(config))
+            return get_method("memrefine", judge=self.judge(config),
+                              keep_last_copies=config.keep_last_copies is not False)
         options = {k: v for k, v in {"tau": config.tau, "protect": config.protect}.items() if v is not None}
         return get_method(config.method, **options, **config.extra)
 

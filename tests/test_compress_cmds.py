@@ -283,3 +283,20 @@ def test_a_dry_run_does_not_record_a_budget(tmp_path):
     raw = db.read_bytes()
     assert run("compress", "--db", str(db), "--budget", "0.5", "--dry-run").exit_code == 0
     assert db.read_bytes() == raw
+
+
+def test_no_last_copy_check_is_recorded_with_the_run_and_refused_for_rule_methods(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.8", "--no-last-copy-check", "--json"],
+                           catch_exceptions=False, obj=FakeBackends())
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout)["run_id"]
+    with MemoryStore(db, create=False) as store:
+        assert store.journal.run(run_id).params["options"]["keep_last_copies"] is False
+    raw = db.read_bytes()
+    refused = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--method", "rulesim",
+                                  "--no-last-copy-check"], obj=FakeBackends())
+    assert refused.exit_code != 0 and "--no-last-copy-check applies to --method memrefine" in refused.output
+    assert db.read_bytes() == raw

@@ -29,7 +29,7 @@ LAYERS: list[list[str]] = [
     ["budget", "importers", "backends.model_files"],
     ["backends.encoder", "backends.llama"],
     ["backends"],
-    ["prompts", "scorer"],
+    ["prompts", "scorer", "lastcopy"],
     ["judge"],
     ["merger"],
     ["methods.base"],

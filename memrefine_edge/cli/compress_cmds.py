@@ -117,7 +117,7 @@ def _dry_run_copy(db: Path) -> Iterator[Path]:
 
 def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model,
                  threads, resume, max_decisions, tau=None, protect=None, min_similarity=None,
-                 merge_min_similarity=None, quiet=False) -> dict[str, Any]:
+                 merge_min_similarity=None, keep_last_copies=None, quiet=False) -> dict[str, Any]:
     """Open, compress, close; returns the end report as a dict."""
     from ..compressor import Compressor, RunLock
 
@@ -127,7 +127,8 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
 
     parts = build(PipelineConfig(method=method, judge_model=judge_model, merge_model=merge_model,
                                  encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
-                                 merge_min_similarity=merge_min_similarity), backends=current_backends())
+                                 merge_min_similarity=merge_min_similarity, keep_last_copies=keep_last_copies),
+                  backends=current_backends())
     encoder, method_obj, merger = parts.encoder, parts.method, parts.merger
     with open_store(db) as store:
         unfinished = store.journal.unfinished_run()
@@ -192,6 +193,9 @@ _compress_options = [
     click.option("--merge-min-similarity", type=click.FloatRange(-1, 1), default=None,
                  help="memrefine: merge only at or above this cosine [default: the scorer's own decision; 0.5 "
                       "for 'fact' and GGUF judges, which merge distinct-fact pairs at or above it]."),
+    click.option("--no-last-copy-check", "keep_last_copies", flag_value=False, default=None,
+                 help="memrefine: let a delete take the store's last copy of a specific word (a rare word, name, "
+                      "number or date) [default: such a delete becomes a merge]."),
     click.option("--merge-model", type=click.Path(dir_okay=False), default=None,
                  help="GGUF for merges, or 'bundled' [default: no LLM; a deterministic merge that keeps both "
                       "entries' facts]."),
@@ -222,8 +226,9 @@ def _apply(options):
 @click.option("--dry-run", is_flag=True, help="Run on a temporary copy and report; the store is not touched.")
 @click.option("--max-decisions", type=click.IntRange(1), default=None, help="Stop after N decisions (resumable).")
 @json_option
-def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_min_similarity, merge_model,
-             encoder_model, threads, min_similarity, tau, protect, resume, dry_run, max_decisions, as_json) -> None:
+def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_min_similarity, keep_last_copies,
+             merge_model, encoder_model, threads, min_similarity, tau, protect, resume, dry_run, max_decisions,
+             as_json) -> None:
     """Compress the store to its budget (continues an interrupted run).
 
     Without --budget/--budget-bytes the store's standing budget is used
@@ -239,7 +244,8 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
     kwargs = dict(budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, method=method,
                   judge_model=judge_model, merge_model=merge_model, encoder_model=encoder_model, threads=threads,
                   resume=resume, max_decisions=max_decisions, tau=tau, protect=protect,
-                  min_similarity=min_similarity, merge_min_similarity=merge_min_similarity)
+                  min_similarity=min_similarity, merge_min_similarity=merge_min_similarity,
+                  keep_last_copies=keep_last_copies)
     if dry_run:
         with _dry_run_copy(db) as copy:
             report = run_compress(copy, **kwargs)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
+
     from ..decision import Decision
     from ..store import Entry, MemoryStore
 
@@ -39,6 +41,9 @@ class Method(abc.ABC):
 
     def prepare(self, store: "MemoryStore") -> None:
         """Called once before the loop (e.g. to compute graph scores)."""
+
+    def applied(self, removed: "Sequence[Entry]", added: "Entry | None") -> None:
+        """Called after each delete or merge the engine applied: ``removed`` left the store, ``added`` joined it."""
 
     def load(self) -> None:
         """Load any model the method needs; called before a run records anything."""

@@ -420,6 +420,23 @@ class MemoryStore(SizesMixin, VectorsMixin):
         """Live entry ids in insertion order."""
         return [r[0] for r in self._db.conn.execute("SELECT id FROM entries ORDER BY seq")]
 
+    def contents(self, *, page_rows: int = 2048) -> Iterator[str]:
+        """The text of every live entry in insertion order, read ``page_rows`` at a time.
+
+        Memory stays that of one page, whatever the store's size (:meth:`entries`
+        reads every row at once, for one consistent snapshot with the links);
+        an entry added between pages after the current one is included.
+        """
+        after = -(1 << 63)  # below any seq SQLite can store
+        while True:
+            rows = self._db.conn.execute("SELECT seq, content FROM entries WHERE seq > ? ORDER BY seq LIMIT ?",
+                                         (after, page_rows)).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            for _, content in rows:
+                yield content
+
     def get(self, entry_id: str) -> Entry:
         """The entry with this id; :class:`EntryNotFoundError` if there is none."""
         if not is_lookup_key(entry_id):
