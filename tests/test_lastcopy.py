@@ -86,6 +86,10 @@ def _store(path: Path, texts: list[str]) -> MemoryStore:
     return store
 
 
+def _totals_equal_a_recount(store: MemoryStore) -> bool:
+    return all(v["total"] == v["recount"] for v in store.recount().values())
+
+
 def _run(store: MemoryStore, *, keep: bool, budget: float = 0.75) -> list:
     # A judge that deletes the later entry of every pair: only the check stands between it and the fact.
     method = MemRefineMethod(judge=AlwaysJudge(Decision("delete", "b", reason="test: delete b", source="scorer")),
@@ -102,6 +106,7 @@ def test_a_delete_of_the_last_copy_becomes_a_merge_that_keeps_the_word(tmp_path:
         assert "store's last copy of" in decisions[0].reason and "kayak" in decisions[0].reason
         (entry,) = list(store.entries())
         assert "kayaking" in entry.content and "sister" in entry.content
+        assert _totals_equal_a_recount(store)
 
 
 def test_without_the_check_the_same_delete_is_taken(tmp_path: Path) -> None:
@@ -109,6 +114,7 @@ def test_without_the_check_the_same_delete_is_taken(tmp_path: Path) -> None:
         decisions = _run(store, keep=False)
         assert [(d.action, d.target) for d in decisions] == [("delete", "e1")]
         assert [e.content for e in store.entries()] == [LAKE]
+        assert _totals_equal_a_recount(store)
 
 
 def test_a_delete_goes_through_when_another_entry_holds_the_word(tmp_path: Path) -> None:
@@ -145,9 +151,11 @@ def test_an_interrupted_run_resumes_to_the_same_store(tmp_path: Path) -> None:
             comp = Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4)
             if max_decisions:
                 comp.run(budget=0.4, max_decisions=max_decisions)
+                assert store.journal.unfinished_run() is not None  # the next run resumes it
                 method = MemRefineMethod(judge=AlwaysJudge(Decision("delete", "b", reason="t", source="scorer")))
                 comp = Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4)
             comp.run(budget=0.4)
+            assert _totals_equal_a_recount(store)
             out = db.with_suffix(".jsonl")
             export_jsonl(store, out)
             return out.read_text()
@@ -168,4 +176,5 @@ def test_contents_reads_every_live_entry_a_page_at_a_time(tmp_path: Path) -> Non
     texts = [f"entry number {i}" for i in range(7)]
     with _store(tmp_path / "s.db", texts) as store:
         store.remove("e3")
+        assert _totals_equal_a_recount(store)
         assert list(store.contents(page_rows=2)) == [t for i, t in enumerate(texts) if i != 3]
