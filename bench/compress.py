@@ -18,11 +18,13 @@ Part 1, real stores (default models as ``memrefine compress`` builds them):
   and rulepr with the deterministic merger; rulesim again with the packaged
   int8 encoder (the baseline for the default, built int8 encoder, in the same run);
   memrefine with the default configuration (the learned redundancy scorer,
-  no LLM; deterministic merges), with ``--judge-model fact`` (the
+  no LLM; deterministic merges; the last-copy check), the same in strict
+  mode and without the last-copy check, with ``--judge-model fact`` (the
   word-coverage fact judge) and with ``--judge-model bundled`` (the bundled
   SmolLM2-135M GGUF behind the fact guard).
 
-``--real-only`` runs part 1 alone and writes ``bench/results/compress_real.json``.
+``--real-only`` runs part 1 alone and writes ``bench/results/compress_real.json``; ``--no-llm``
+leaves out the bundled GGUF judge's run (10-30 minutes).
 
 Part 2, engine scaling: synthetic stores of 1k / 5k / 20k entries (generated
 texts: groups of near-duplicate variants of a base fact), ``HashEncoder``
@@ -304,7 +306,8 @@ def child(spec: dict) -> dict:
                 import_file(store, LOCOMO, format="locomo-turns", sample_id=SAMPLE_ID)
             enc_model = spec.get("encoder_model")
             parts = build(PipelineConfig(method=spec["method"], judge_model=spec.get("judge_model"),
-                                         encoder_model=str(REPO / "models" / enc_model) if enc_model else None))
+                                         encoder_model=str(REPO / "models" / enc_model) if enc_model else None,
+                                         keep_last_copies=spec.get("keep_last_copies")))
             encoder, method, merger = parts.encoder, parts.method, parts.merger
         marks["store+models built"] = round(_rss_mb(), 1)
         marks["hwm before run"] = round(_hwm_mb(), 1)
@@ -316,7 +319,8 @@ def child(spec: dict) -> dict:
                 first["rss"] = round(_rss_mb(), 1)
                 first["hwm"] = round(_hwm_mb(), 1)
 
-        comp = Compressor(store, encoder=encoder, method=method, merger=merger, progress=progress)
+        comp = Compressor(store, encoder=encoder, method=method, merger=merger, progress=progress,
+                          mode=spec.get("mode", "paper"))
         t = time.perf_counter()
         report = comp.run(budget=spec["budget"], max_decisions=spec.get("max_decisions"))
         run_s = time.perf_counter() - t
@@ -529,12 +533,18 @@ def main() -> int:
          "budget": 0.5, "encoder_model": "all-MiniLM-L6-v2-int8.onnx"},
         {"label": "conv-26 rulepr b0.5", "kind": "real", "store": SAMPLE_ID, "method": "rulepr", "budget": 0.5},
         {"label": "conv-26 memrefine b0.5", "kind": "real", "store": SAMPLE_ID, "method": "memrefine", "budget": 0.5},
+        {"label": "conv-26 memrefine b0.5 strict", "kind": "real", "store": SAMPLE_ID, "method": "memrefine",
+         "budget": 0.5, "mode": "strict"},
+        {"label": "conv-26 memrefine b0.5 no last-copy check", "kind": "real", "store": SAMPLE_ID,
+         "method": "memrefine", "budget": 0.5, "keep_last_copies": False},
         {"label": "conv-26 memrefine b0.5 judge fact", "kind": "real", "store": SAMPLE_ID, "method": "memrefine",
          "budget": 0.5, "judge_model": "fact"},
         {"label": "conv-26 memrefine b0.5 judge bundled", "kind": "real", "store": SAMPLE_ID, "method": "memrefine",
          "budget": 0.5, "judge_model": "bundled"},
     ]
     real_only = "--real-only" in sys.argv[1:]
+    if "--no-llm" in sys.argv[1:]:  # the bundled GGUF judge takes 10-30 minutes on this store
+        real_specs = [s for s in real_specs if "judge_model" not in s or s["judge_model"] == "fact"]
     if not LOCOMO.is_file():
         print(f"no LoCoMo file at {LOCOMO}: conv-26 runs skipped", file=sys.stderr)
         real_specs = real_specs[:1]
