@@ -544,7 +544,7 @@ def main() -> int:
     ]
     real_only = "--real-only" in sys.argv[1:]
     if "--no-llm" in sys.argv[1:]:  # the bundled GGUF judge takes 10-30 minutes on this store
-        real_specs = [s for s in real_specs if "judge_model" not in s or s["judge_model"] == "fact"]
+        real_specs = [s for s in real_specs if s.get("judge_model") != "bundled"]
     if not LOCOMO.is_file():
         print(f"no LoCoMo file at {LOCOMO}: conv-26 runs skipped", file=sys.stderr)
         real_specs = real_specs[:1]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections import Counter
@@ -38,31 +37,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from memrefine_edge.decision import Decision  # noqa: E402
-from memrefine_edge.facts import extract  # noqa: E402
+from memrefine_edge.lastcopy import content_keys as keys  # noqa: E402  (names, numbers, dates, words)
+from memrefine_edge.lastcopy import specific_keys_among, stated_keys  # noqa: E402
 from memrefine_edge.methods.memrefine import MemRefineMethod  # noqa: E402
-
-
-def keys(text: str) -> frozenset[str]:
-    """The content keys of a text as the fact checks see them."""
-    f = extract(text)
-    return f.words | f.names | f.numbers | f.dates
-
-
-def stated_keys(text: str) -> frozenset[str]:
-    """Names, numbers, dates, and the words of the sentences that state something (no question, no small talk)."""
-    from memrefine_edge.facts import fact_sentences, sentence_words
-
-    f = extract(text)
-    words = [sentence_words(s)[1] for s in fact_sentences(text) if not s.rstrip().endswith("?")]
-    return f.names | f.numbers | f.dates | frozenset().union(*words)
 
 
 FIRST_WORD_ID = 1996  # the first whole word of BERT's vocabulary ("the"), as scripts/make_common_words.py
 
 
 @lru_cache(maxsize=None)
-def common_stems_rule(top: int) -> frozenset[str]:
-    """The whole words among the first ``top`` frequency ranks of the encoder's vocabulary."""
+def common_words_top(top: int) -> frozenset[str]:
+    """The words among the first ``top`` frequency ranks of the encoder's vocabulary."""
     from memrefine_edge.backends.model_files import model_path
 
     vocab = json.loads(Path(model_path("tokenizer")).read_text(encoding="utf-8"))["model"]["vocab"]
@@ -71,18 +56,8 @@ def common_stems_rule(top: int) -> frozenset[str]:
 
 @lru_cache(maxsize=20000)
 def rare_stated_keys(text: str, top: int) -> frozenset[str]:
-    """Names, numbers, dates, and the stated sentences' words none of whose forms here is a common word."""
-    from memrefine_edge.facts import stem
-
-    common = common_stems_rule(top)
-    f = extract(text)
-    seen_common = set()
-    for tok in re.findall(r"[A-Za-z][A-Za-z'\u2019]*", text):
-        w = tok.lower().replace("\u2019", "'")
-        if (w[:-2] if w.endswith("'s") else w) in common:
-            seen_common.add(stem(tok))
-    strict = f.names | f.numbers | f.dates
-    return frozenset(k for k in stated_keys(text) if k in strict or k not in seen_common)
+    """The product's specific keys (:mod:`memrefine_edge.lastcopy`), with the first ``top`` ranks as common words."""
+    return specific_keys_among(text, common_words_top(top))
 
 
 class StoreWordGuard(MemRefineMethod):

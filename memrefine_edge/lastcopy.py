@@ -32,7 +32,7 @@ from importlib import resources
 
 from .facts import extract, fact_sentences, sentence_words, stem
 
-__all__ = ["LastCopies", "common_words", "content_keys", "specific_keys"]
+__all__ = ["LastCopies", "common_words", "content_keys", "specific_keys", "specific_keys_among", "stated_keys"]
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019]*")
 
@@ -53,30 +53,29 @@ def content_keys(text: str) -> frozenset[str]:
     return f.names | f.numbers | f.dates | f.words
 
 
-def _common_stems(text: str) -> frozenset[str]:
-    """Stems with at least one common surface form in ``text``."""
-    common = common_words()
-    out = set()
+def stated_keys(text: str) -> frozenset[str]:
+    """Names, numbers, dates, and the words of the sentences that state something (no question, no small talk)."""
+    f = extract(text)
+    words = [sentence_words(s)[1] for s in fact_sentences(text) if not s.rstrip().endswith("?")]
+    return f.names | f.numbers | f.dates | frozenset().union(*words)
+
+
+def specific_keys_among(text: str, common: frozenset[str]) -> frozenset[str]:
+    """:func:`specific_keys` with ``common`` as the common words (the benchmark varies the list)."""
+    f = extract(text)
+    strict = f.names | f.numbers | f.dates
+    common_stems = set()  # stems with at least one common surface form here
     for tok in _WORD.findall(text):
         w = tok.lower().replace("\u2019", "'")
-        if w.endswith("'s"):
-            w = w[:-2]
-        if w in common:
-            out.add(stem(tok))
-    return frozenset(out)
+        if (w[:-2] if w.endswith("'s") else w) in common:
+            common_stems.add(stem(tok))
+    return frozenset(k for k in stated_keys(text) if k in strict or k not in common_stems)
 
 
 @lru_cache(maxsize=256)
 def specific_keys(text: str) -> frozenset[str]:
     """The keys of ``text`` whose last copy a delete may not take (see the module docstring)."""
-    f = extract(text)
-    strict = f.names | f.numbers | f.dates
-    stated: set[str] = set()
-    for sentence in fact_sentences(text):
-        if not sentence.rstrip().endswith("?"):
-            stated |= sentence_words(sentence)[1]
-    common = _common_stems(text)
-    return frozenset(strict | {w for w in stated if w not in common})
+    return specific_keys_among(text, common_words())
 
 
 class LastCopies:
