@@ -16,11 +16,13 @@ __all__ = ["Action", "Target", "Source", "Decision", "ACTIONS", "SOURCES"]
 Action = Literal["delete", "merge", "preserve"]
 #: Which entry a delete removes.
 Target = Literal["a", "b"]
-#: Who decided: a deterministic rule, the model, the fact guard, the learned redundancy scorer, or the
-#: safe fallback after invalid output.
-Source = Literal["rule", "llm", "guard", "scorer", "fallback"]
+#: Who decided: a deterministic rule, the model, the fact guard, the learned redundancy scorer, the
+#: safe fallback after invalid output, or the last-copy check (``deferred``: a preserve of a pair whose
+#: delete would take the store's last copy of a specific word; the delete is taken later only if the
+#: budget cannot be met otherwise, see :mod:`memrefine_edge.lastcopy`).
+Source = Literal["rule", "llm", "guard", "scorer", "fallback", "deferred"]
 ACTIONS: tuple[str, ...] = ("delete", "merge", "preserve")
-SOURCES: tuple[str, ...] = ("rule", "llm", "guard", "scorer", "fallback")
+SOURCES: tuple[str, ...] = ("rule", "llm", "guard", "scorer", "fallback", "deferred")
 
 
 @dataclass(frozen=True)

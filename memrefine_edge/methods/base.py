@@ -45,6 +45,18 @@ class Method(abc.ABC):
     def applied(self, removed: "Sequence[Entry]", added: "Entry | None") -> None:
         """Called after each delete or merge the engine applied: ``removed`` left the store, ``added`` joined it."""
 
+    def deferred(self, pair: PairContext) -> "Decision | None":
+        """The delete to take now for a pair this method preserved with ``source="deferred"``, or None.
+
+        The engine asks only when the candidate pairs are used up with the
+        store still above budget, for each deferred pair of the run whose two
+        entries are both still live, in the order they were decided, until
+        the budget holds. A delete returned is applied as a decision of its
+        own; None leaves the pair preserved. Methods that never defer keep
+        this default.
+        """
+        return None
+
     def load(self) -> None:
         """Load any model the method needs; called before a run records anything."""
 
