@@ -7,15 +7,30 @@ transaction with its effects and the run's cursor (see
 :mod:`memrefine_edge.store.journal`), so a run killed at any moment continues where
 it stopped when the same command is given again.
 
+Deferred deletes: a method may preserve a pair for now with
+``source="deferred"`` (the default method does so when the judge's delete
+would take the store's last copy of a specific word, :mod:`memrefine_edge.lastcopy`).
+When the candidate pairs run out with the store still above budget, in
+either mode, the run takes those deletes after all: the *deferred phase*
+reads the run's deferred pairs from the journal in the order they were
+decided and, for each whose two entries are both still live and the run's
+own, asks the method again (:meth:`Method.deferred`) and applies the delete
+it returns as a decision of its own, until the budget holds. A run that
+meets its budget with the candidate pairs never takes a deferred delete.
+The phase depends only on the journal and the live entries, so a run
+resumed during it (or before it) takes the same deletes: a pair whose
+delete was already applied has an entry gone and is skipped.
+
 Budget modes:
 
 ``paper`` (default)
-    Stop when the budget is met or when no candidate pair is left, even above
-    budget: facts take precedence over the budget (paper §3.2, Termination).
-    The report says which.
+    Stop when the budget is met or when no candidate pair (and no deferred
+    delete) is left, even above budget: facts take precedence over the
+    budget (paper §3.2, Termination). The report says which.
 ``strict``
-    The budget is hard. When candidates run out above budget, entries are
-    evicted one at a time, each eviction audited, least valuable first:
+    The budget is hard. When candidates and deferred deletes run out above
+    budget, entries are evicted one at a time, each eviction audited, least
+    valuable first:
 
     1. pure filler (:func:`~memrefine_edge.facts.is_filler`), oldest first;
     2. then the most *redundant* entry left: the highest
@@ -113,6 +128,9 @@ class CompressionReport:
     seconds: dict[str, float] = field(default_factory=dict)
     #: Entries other writers added while the run went on: ``{"entries": n, "bytes": size}``.
     added_during_run: dict[str, int] = field(default_factory=dict)
+    #: Deferred deletes the run took to meet its budget (also in ``actions`` and ``sources``; the pairs
+    #: deferred are the preserves of source ``deferred``).
+    deferred_taken: int = 0
 
     @property
     def realized_ratio(self) -> float:
@@ -247,6 +265,7 @@ class Compressor:
             raise ConfigurationError(f"commit_window_s must be between 0 and 10 seconds, got {commit_window_s!r}")
         self.commit_window_s = float(commit_window_s)
         self._session_start_size: int | None = None
+        self._deferred_taken = 0  # deferred deletes the run in progress took (see CompressionReport.deferred_taken)
         # Set by every change: the running disk estimate must be checked exactly before it may say "met".
         self._disk_dirty = True
 
@@ -349,9 +368,16 @@ class Compressor:
 
         actions: Counter[str] = Counter()
         sources: Counter[str] = Counter()
+        deferred: set[tuple[str | None, str | None]] = set()
+        self._deferred_taken = 0
         for d in journal.decisions(run_id):  # a resumed run reports the whole run
             actions[d.action] += 1
             sources[d.source] += 1
+            if d.source == "deferred":
+                deferred.add((d.a_id, d.b_id))
+            elif d.action == "delete" and (d.a_id, d.b_id) in deferred:  # a preserved pair is never proposed again
+                self._deferred_taken += 1
+        del deferred  # the phase reads them again if it comes to that
         llm_calls_before = self.method.llm_calls
         with store.long_write():  # one commit per decision, fewer copies of the log into the file
             stop = self._loop(plan, actions, sources, clock, max_decisions)
@@ -438,11 +464,83 @@ class Compressor:
                 self._tick(step, target, actions, started, done_here)
         if stop.startswith("stopped"):
             return stop
-        if self._over(target) and plan.mode == "strict":
-            del queue  # the eviction builds its own neighbour lists: never two matrices at once
+        del queue  # the deferred deletes need none, the eviction builds its own: never two matrices at once
+        if stop == "budget met" and plan.resumed and done_here == 0:
+            # Resumed after the last change: said as the uninterrupted run said it.
+            if actions["evict"]:
+                stop = "budget met by eviction (strict mode)"
+            elif self._deferred_taken:
+                stop = "budget met by deferred deletes"
+        if not self._over(target):
+            return stop
+        taken = self._deferred_taken
+        step, done_here, stopped = self._take_deferred(plan, step, actions, sources, clock, started=started,
+                                                       done=done_here, max_decisions=max_decisions)
+        if stopped:
+            return stopped
+        if not self._over(target):
+            return "budget met by deferred deletes" if self._deferred_taken > taken else "budget met"
+        if plan.mode == "strict":
             self._evict(plan.run_id, step, target, actions, sources, started=started, done=done_here)
             stop = "budget met by eviction (strict mode)"
         return stop
+
+    def _take_deferred(self, plan: _Plan, step: int, actions: Counter[str], sources: Counter[str],
+                       clock: dict[str, float], *, started: float, done: int,
+                       max_decisions: int | None) -> tuple[int, int, str | None]:
+        """The deferred phase (see the module docstring): take deferred deletes until the budget holds.
+
+        Returns the next step, the decisions made in this session, and why it
+        stopped early (``max_decisions``; the run stays resumable) or None.
+        """
+        assert plan.run_id is not None
+        store, journal, target = self.store, self.store.journal, plan.target
+        pending = [(d.a_id, d.b_id, d.similarity) for d in journal.decisions(plan.run_id) if d.source == "deferred"]
+        stopped = None
+        with store.grouped(window_s=self.commit_window_s) as group:  # as the loop commits
+            models = self._model_calls()
+            for a_id, b_id, sim in pending:
+                if not self._over(target):
+                    break
+                if max_decisions is not None and done >= max_decisions:
+                    stopped = "stopped after max_decisions (resumable)"
+                    break
+                if a_id is None or b_id is None or sim is None or a_id not in store or b_id not in store:
+                    continue  # an entry is gone: this delete (or another decision) took it
+                if a_id in self._outsiders.sizes or b_id in self._outsiders.sizes:
+                    continue  # added by another writer during the run (the budget check updated the list)
+                try:
+                    a, b = store.get(a_id), store.get(b_id)
+                    t = time.perf_counter()
+                    decision = self.method.deferred(PairContext(a=a, b=b, similarity=sim, store=store))
+                    latency = (time.perf_counter() - t) * 1000
+                    clock["judge"] += latency / 1000
+                    if decision is None:
+                        continue
+                    if decision.action != "delete":
+                        raise ConfigurationError(f"method {self.method.name!r}: deferred() returned a "
+                                                 f"{decision.action}; it may return a delete or None")
+                    t = time.perf_counter()
+                    effect = journal.apply(plan.run_id, step, (a_id, b_id, sim), decision, metric=self._metric,
+                                           latency_ms=latency)
+                except EntryNotFoundError:
+                    continue  # removed by another connection meanwhile: nothing written
+                self.method.applied([a if effect.removed[0] == a_id else b], None)
+                clock["apply"] += time.perf_counter() - t
+                actions["delete"] += 1
+                sources[decision.source] += 1
+                self._deferred_taken += 1
+                step += 1
+                done += 1
+                self._disk_dirty = True
+                if group.window_s and self._model_calls() != models:
+                    group.window_s = 0.0  # a model decides here: commit every decision from now on
+                if group.commit_if_due():
+                    self._tick(step, target, actions, started, done)
+            if group.open:
+                group.commit()
+                self._tick(step, target, actions, started, done)
+        return step, done, stopped
 
     def _decide_and_apply(self, run_id, step, pair, queue, clock) -> tuple[str, str]:
         store, journal = self.store, self.store.journal
@@ -660,6 +758,7 @@ class Compressor:
             stop_reason=stop, actions=dict(actions), sources=dict(sources), llm_calls=llm_calls,
             decisions=sum(actions.values()), resumed=plan.resumed, seconds={k: round(v, 3) for k, v in clock.items()},
             added_during_run={"entries": len(self._outsiders.sizes), "bytes": outsiders} if run_id else {},
+            deferred_taken=self._deferred_taken if run_id else 0,
         )
 
 

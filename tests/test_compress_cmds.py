@@ -300,3 +300,25 @@ def test_no_last_copy_check_is_recorded_with_the_run_and_refused_for_rule_method
                                   "--no-last-copy-check"], obj=FakeBackends())
     assert refused.exit_code != 0 and "--no-last-copy-check applies to --method memrefine" in refused.output
     assert db.read_bytes() == raw
+
+
+def test_compress_says_how_many_deletes_were_deferred_and_how_many_it_took(tmp_path):
+    from test_compressor import Deferring
+
+    db = tmp_path / "s.db"
+    make_store(db, n=30, seed=1).close()
+    backends = FakeBackends(encoder=HashEncoder(), method=Deferring(), merger=ConcatMerger())
+    result = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.2"], catch_exceptions=False,
+                                obj=backends)
+    assert result.exit_code == 0, result.output
+    deferred = [line for line in result.stdout.splitlines() if line.startswith("  deferred")]
+    assert len(deferred) == 1 and deferred[0].endswith("taken to meet the budget"), result.stdout
+    with MemoryStore(db, create=False) as store:
+        report = store.journal.runs()[-1].report
+    n, taken = report["sources"]["deferred"], report["deferred_taken"]
+    assert taken > 0 and deferred[0] == f"  deferred    {n} last-copy delete(s) deferred, {taken} taken to meet the budget"
+    assert "(budget met by deferred deletes)" in result.stdout
+    # A run that defers nothing says nothing of it.
+    make_store(tmp_path / "p.db").close()
+    plain = run("compress", "--db", str(tmp_path / "p.db"), "--budget", "0.5")
+    assert plain.exit_code == 0 and "  sources " in plain.stdout and "  deferred" not in plain.stdout

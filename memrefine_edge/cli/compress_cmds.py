@@ -49,6 +49,11 @@ def _embed_printer():
 def _human(report: dict[str, Any]) -> str:
     b, a = report["before"], report["after"]
     metric = report["metric"]
+    # Pairs the last-copy check preserved for now (source "deferred"), and how many of those deletes the
+    # run took after all because the budget needed the bytes (counted with source "guard" above).
+    n_deferred = report["sources"].get("deferred", 0)
+    deferred = [f"  deferred    {n_deferred:,} last-copy delete(s) deferred, {report.get('deferred_taken', 0):,} "
+                "taken to meet the budget"] if n_deferred else []
     lines = [
         f"run {report['run_id'] or '-'}: method {report['method']}, metric {metric}, mode {report['mode']}"
         + (" (dry run: the store was not changed)" if report.get("dry_run") else ""),
@@ -60,6 +65,7 @@ def _human(report: dict[str, Any]) -> str:
         f"  entries     {b['entries']:,} -> {a['entries']:,}",
         "  actions     " + (", ".join(f"{k} {v}" for k, v in sorted(report["actions"].items())) or "none"),
         "  sources     " + (", ".join(f"{k} {v}" for k, v in sorted(report["sources"].items())) or "none"),
+        *deferred,
         f"  LLM calls   {report['llm_calls']}",
         "  seconds     " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(report["seconds"].items())),
         f"  budget met  {'yes' if report['budget_met'] else 'NO'} ({report['stop_reason']})",
