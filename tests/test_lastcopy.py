@@ -6,9 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from typing import Any
+
 import pytest
 
-from memrefine_edge.compressor import Compressor
+from memrefine_edge.compressor import CompressionReport, Compressor
 from memrefine_edge.decision import Decision
 from memrefine_edge.errors import OptionConflictError
 from memrefine_edge.importers import export_jsonl
@@ -17,7 +19,7 @@ from memrefine_edge.merger import GuardedMerger
 from memrefine_edge.methods import MemRefineMethod, PairContext
 from memrefine_edge.pipeline import PipelineConfig, build
 from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.testing import AlwaysJudge, FakeBackends, HashEncoder
+from memrefine_edge.testing import AlwaysJudge, FakeBackends, HashEncoder, ScriptedJudge
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,42 +92,90 @@ def _totals_equal_a_recount(store: MemoryStore) -> bool:
     return all(v["total"] == v["recount"] for v in store.recount().values())
 
 
+DELETE_B = Decision("delete", "b", reason="test: delete b", source="scorer")
+PAINTED = "Melanie: I painted a sunrise over the water at dawn today."
+PAINTED_SHORT = "Melanie: I painted a sunrise."  # every word of it is in PAINTED: its delete takes no last copy
+
+
+def _compress(store: MemoryStore, method: MemRefineMethod, **run: Any) -> CompressionReport:
+    return Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4).run(**run)
+
+
 def _run(store: MemoryStore, *, keep: bool, budget: float = 0.75) -> list:
     # A judge that deletes the later entry of every pair: only the check stands between it and the fact.
-    method = MemRefineMethod(judge=AlwaysJudge(Decision("delete", "b", reason="test: delete b", source="scorer")),
-                             keep_last_copies=keep)
-    report = Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4).run(
-        budget=budget)
+    report = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B), keep_last_copies=keep), budget=budget)
     return store.journal.decisions(report.run_id)
 
 
-def test_a_delete_of_the_last_copy_becomes_a_merge_that_keeps_the_word(tmp_path: Path) -> None:
+def test_a_delete_of_the_last_copy_is_deferred_as_a_preserve(tmp_path: Path) -> None:
     with _store(tmp_path / "s.db", [LAKE, KAYAK]) as store:
-        decisions = _run(store, keep=True)
-        assert [(d.action, d.source) for d in decisions] == [("merge", "guard")]
-        assert "store's last copy of" in decisions[0].reason and "kayak" in decisions[0].reason
-        (entry,) = list(store.entries())
-        assert "kayaking" in entry.content and "sister" in entry.content
+        method = MemRefineMethod(judge=AlwaysJudge(DELETE_B))
+        method.prepare(store)
+        pair = PairContext(a=store.get("e0"), b=store.get("e1"), similarity=0.8, store=store)
+        decision = method.decide(pair)
+        assert (decision.action, decision.target, decision.source) == ("preserve", None, "deferred")
+        assert decision.reason == "test: delete b; entry B holds the store's last copy of kayak: deferred"
+        # Asked again (the budget needs the bytes): the judge's delete, without the check.
+        taken = method.deferred(pair)
+        assert taken is not None and (taken.action, taken.target, taken.source) == ("delete", "b", "guard")
+        assert taken.reason == ("test: delete b; the budget needed the bytes: deferred delete taken, "
+                                "entry B held the store's last copy of kayak")
+
+
+def test_a_deferred_delete_is_taken_only_when_the_budget_needs_it(tmp_path: Path) -> None:
+    with _store(tmp_path / "s.db", [LAKE, KAYAK]) as store:  # nothing else to delete: the budget needs it
+        method = MemRefineMethod(judge=AlwaysJudge(DELETE_B))
+        report = _compress(store, method, budget=0.75)
+        decisions = store.journal.decisions(report.run_id)
+        assert [(d.action, d.source, d.a_id, d.b_id) for d in decisions] == [
+            ("preserve", "deferred", "e0", "e1"), ("delete", "guard", "e0", "e1")]
+        assert decisions[1].target == "e1" and "the budget needed the bytes" in decisions[1].reason
+        assert [e.content for e in store.entries()] == [LAKE]
+        assert report.budget_met and report.stop_reason == "budget met by deferred deletes"
+        assert report.deferred_taken == 1 and report.sources == {"deferred": 1, "guard": 1}
+        assert method.last_copies is not None and "kayak" not in method.last_copies.counts
+        assert _totals_equal_a_recount(store)
+    # Another delete that takes no last copy meets the budget: the deferred one is never taken.
+    with _store(tmp_path / "t.db", [LAKE, KAYAK, PAINTED, PAINTED_SHORT]) as store:
+        report = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B)), budget_bytes=store.json_bytes() - 1)
+        decisions = store.journal.decisions(report.run_id)
+        assert [(d.action, d.source, d.a_id, d.b_id) for d in decisions] == [
+            ("preserve", "deferred", "e0", "e1"), ("delete", "scorer", "e2", "e3")]
+        assert "e1" in store and report.stop_reason == "budget met" and report.deferred_taken == 0
+        assert _totals_equal_a_recount(store)
+
+
+def test_a_deferred_delete_the_judge_no_longer_makes_is_left_alone(tmp_path: Path) -> None:
+    keep = Decision("preserve", None, reason="test: keep", source="scorer")
+    with _store(tmp_path / "s.db", [LAKE, KAYAK]) as store:
+        judge = ScriptedJudge([DELETE_B], default=keep)
+        report = _compress(store, MemRefineMethod(judge=judge), budget=0.75)
+        assert len(judge.calls) == 2  # asked again when the candidates ran out, and it kept both
+        assert [(d.action, d.source) for d in store.journal.decisions(report.run_id)] == [("preserve", "deferred")]
+        assert not report.budget_met and report.stop_reason == "no candidate pair left" and len(store) == 2
         assert _totals_equal_a_recount(store)
 
 
 def test_without_the_check_the_same_delete_is_taken(tmp_path: Path) -> None:
     with _store(tmp_path / "s.db", [LAKE, KAYAK]) as store:
         decisions = _run(store, keep=False)
-        assert [(d.action, d.target) for d in decisions] == [("delete", "e1")]
+        assert [(d.action, d.target, d.source) for d in decisions] == [("delete", "e1", "scorer")]
         assert [e.content for e in store.entries()] == [LAKE]
         assert _totals_equal_a_recount(store)
+        method = MemRefineMethod(judge=AlwaysJudge(DELETE_B), keep_last_copies=False)
+        method.prepare(store)
+        assert method.deferred(PairContext(a=store.get("e0"), b=store.get("e0"), similarity=1.0, store=store)) is None
 
 
 def test_a_delete_goes_through_when_another_entry_holds_the_word(tmp_path: Path) -> None:
-    judge = AlwaysJudge(Decision("delete", "b", reason="test: delete b", source="scorer"))
     club = "Sam: My kayaking club meets on Fridays."
-    for others, expected in (([], "merge"), ([club], "delete")):
+    for others, expected in (([], ("preserve", "deferred")), ([club], ("delete", "scorer"))):
         with _store(tmp_path / f"s{len(others)}.db", [LAKE, KAYAK, *others]) as store:
-            method = MemRefineMethod(judge=judge)
+            method = MemRefineMethod(judge=AlwaysJudge(DELETE_B))
             method.prepare(store)
             pair = PairContext(a=store.get("e0"), b=store.get("e1"), similarity=0.8, store=store)
-            assert method.decide(pair).action == expected
+            decision = method.decide(pair)
+            assert (decision.action, decision.source) == expected
 
 
 def test_the_counts_follow_merges_within_a_run(tmp_path: Path) -> None:
@@ -141,27 +191,54 @@ def test_the_counts_follow_merges_within_a_run(tmp_path: Path) -> None:
         assert copies.counts["kayak"] == 1
 
 
-def test_an_interrupted_run_resumes_to_the_same_store(tmp_path: Path) -> None:
+class _CrashingJudge(AlwaysJudge):
+    """Deletes b; the Ctrl-C of a user comes during call number ``crash_at`` (None: never)."""
+
+    def __init__(self, crash_at: int | None) -> None:
+        super().__init__(Decision("delete", "b", reason="t", source="scorer"))
+        self.crash_at, self.calls = crash_at, 0
+
+    def decide(self, a: str, b: str, similarity: float) -> Decision:
+        self.calls += 1
+        if self.calls == self.crash_at:
+            raise KeyboardInterrupt
+        return super().decide(a, b, similarity)
+
+
+@pytest.mark.parametrize("mode", ["paper", "strict"])
+@pytest.mark.parametrize("cut", ["max_decisions=1", "max_decisions=4", "max_decisions=7", "crash in the phase"])
+def test_an_interrupted_run_resumes_to_the_same_store(tmp_path: Path, mode: str, cut: str) -> None:
+    # The whole run: 7 decisions (4 deferred), then the deferred phase takes one delete that meets the budget.
     texts = [LAKE, KAYAK, KAYAK_TOO, "Caroline: My sister and I love the lake.",
              "Melanie: I painted a sunrise over the lake.", "Melanie: Painting the lake at sunrise calms me."]
 
-    def final(db: Path, max_decisions: int | None) -> str:
+    def final(db: Path, cut: str | None) -> tuple[str, list, str]:
         with _store(db, texts) as store:
-            method = MemRefineMethod(judge=AlwaysJudge(Decision("delete", "b", reason="t", source="scorer")))
-            comp = Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4)
-            if max_decisions:
-                comp.run(budget=0.4, max_decisions=max_decisions)
+            def compress(crash_at: int | None = None, **run: Any) -> CompressionReport:
+                method = MemRefineMethod(judge=_CrashingJudge(crash_at))
+                return Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4,
+                                  mode=mode).run(budget=0.4, **run)
+
+            if cut == "crash in the phase":  # while the judge is asked again about the first deferred pair
+                with pytest.raises(KeyboardInterrupt):
+                    compress(crash_at=8)
+                assert len(store.journal.decisions()) == 7
+            elif cut:  # stopped in the loop (1, 4) or just before the deferred phase (7)
+                compress(max_decisions=int(cut.split("=")[1]))
+            if cut:
                 assert store.journal.unfinished_run() is not None  # the next run resumes it
-                method = MemRefineMethod(judge=AlwaysJudge(Decision("delete", "b", reason="t", source="scorer")))
-                comp = Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4)
-            comp.run(budget=0.4)
+            report = compress()
             assert _totals_equal_a_recount(store)
             out = db.with_suffix(".jsonl")
             export_jsonl(store, out)
-            return out.read_text()
+            decided = [(d.step, d.action, d.a_id, d.b_id, d.target, d.source, d.reason)
+                       for d in store.journal.decisions()]
+            return out.read_text(), decided, report.stop_reason
 
     whole = final(tmp_path / "whole.db", None)
-    assert final(tmp_path / "resumed.db", 1) == whole
+    assert whole[2] == "budget met by deferred deletes" and len(whole[1]) == 8
+    assert [d[5] for d in whole[1]].count("deferred") == 4 and whole[1][-1][5] == "guard"
+    assert final(tmp_path / "resumed.db", cut) == whole
 
 
 def test_the_option_is_memrefine_s_and_recorded_with_the_run() -> None:

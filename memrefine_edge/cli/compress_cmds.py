@@ -201,7 +201,8 @@ _compress_options = [
                       "for 'fact' and GGUF judges, which merge distinct-fact pairs at or above it]."),
     click.option("--no-last-copy-check", "keep_last_copies", flag_value=False, default=None,
                  help="memrefine: let a delete take the store's last copy of a specific word (a rare word, name, "
-                      "number or date) [default: such a delete becomes a merge]."),
+                      "number or date) at once [default: such a delete is deferred, and taken only when no "
+                      "candidate pair is left above the budget]."),
     click.option("--merge-model", type=click.Path(dir_okay=False), default=None,
                  help="GGUF for merges, or 'bundled' [default: no LLM; a deterministic merge that keeps both "
                       "entries' facts]."),

@@ -1,11 +1,17 @@
-"""The paper's method: a judge (fast path, model, fact guard) decides each pair."""
+"""The paper's method: a judge (fast path, model, fact guard) decides each pair.
+
+With the last-copy check on (the default), a delete that would take the
+store's last copy of a specific word is deferred: the pair is preserved
+(``source="deferred"``), and :meth:`MemRefineMethod.deferred` takes the delete
+only if the engine runs out of candidate pairs above budget
+(:mod:`memrefine_edge.lastcopy`).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from ..decision import Decision
-from ..judge import merge_instruction_for
 from ..lastcopy import LastCopies
 from .base import Method, PairContext
 
@@ -18,6 +24,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["MemRefineMethod"]
 
 
+def _shown(keys: frozenset[str]) -> str:
+    """Up to five keys, sorted, for a reason."""
+    return ", ".join(sorted(keys)[:5]) + (", ..." if len(keys) > 5 else "")
+
+
 class MemRefineMethod(Method):
     """The paper's method: an LLM judge (behind the fast path and fact guard) decides."""
 
@@ -25,8 +36,9 @@ class MemRefineMethod(Method):
 
     def __init__(self, *, judge: "Judge", keep_last_copies: bool = True) -> None:
         self.judge = judge
-        #: Refuse a delete that would take the store's last copy of a specific word
-        #: (:mod:`memrefine_edge.lastcopy`): the pair is merged instead.
+        #: Defer a delete that would take the store's last copy of a specific word
+        #: (:mod:`memrefine_edge.lastcopy`): the pair is preserved, and the delete is
+        #: taken only if the budget cannot be met otherwise (:meth:`deferred`).
         self.keep_last_copies = keep_last_copies
         self._copies: LastCopies | None = None
 
@@ -42,7 +54,7 @@ class MemRefineMethod(Method):
             self._copies.build(store.contents())
 
     def decide(self, pair: PairContext) -> "Decision":
-        """The judge's decision; a delete of a last copy becomes a merge (see ``keep_last_copies``)."""
+        """The judge's decision; a delete of a last copy is deferred: a preserve (see ``keep_last_copies``)."""
         a, b = pair.a.content, pair.b.content
         decision = self.judge.decide(a, b, pair.similarity)
         if decision.action != "delete" or self._copies is None:
@@ -51,10 +63,29 @@ class MemRefineMethod(Method):
         last = self._copies.last(gone, kept)
         if not last:
             return decision
-        shown = ", ".join(sorted(last)[:5]) + (", ..." if len(last) > 5 else "")
-        return Decision("merge", None, merge_instruction=merge_instruction_for(a, b), source="guard",
-                        reason=f"{decision.reason}; but entry {str(decision.target).upper()} holds the store's last "
-                               f"copy of {shown}: merged instead")
+        return Decision("preserve", None, source="deferred",
+                        reason=f"{decision.reason}; entry {str(decision.target).upper()} holds the store's last "
+                               f"copy of {_shown(last)}: deferred")
+
+    def deferred(self, pair: PairContext) -> "Decision | None":
+        """The judge's delete of a deferred pair, taken without the last-copy check (None if it no longer deletes).
+
+        Entries never change, so the judge sees the texts it saw when the
+        delete was deferred; the reason says which last copies the delete takes.
+        """
+        if self._copies is None:
+            return None
+        a, b = pair.a.content, pair.b.content
+        decision = self.judge.decide(a, b, pair.similarity)
+        if decision.action != "delete":
+            return None
+        gone, kept = (a, b) if decision.target == "a" else (b, a)
+        last = self._copies.last(gone, kept)
+        side = str(decision.target).upper()
+        held = (f"entry {side} held the store's last copy of {_shown(last)}" if last
+                else f"entry {side} no longer holds a last copy")
+        return Decision("delete", decision.target, source="guard",
+                        reason=f"{decision.reason}; the budget needed the bytes: deferred delete taken, {held}")
 
     def applied(self, removed: "Sequence[Entry]", added: "Entry | None") -> None:
         """Keep the last-copy counts in step with the store."""
