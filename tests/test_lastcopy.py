@@ -135,6 +135,9 @@ def test_a_deferred_delete_is_taken_only_when_the_budget_needs_it(tmp_path: Path
         assert report.deferred_taken == 1 and report.sources == {"deferred": 1, "guard": 1}
         assert method.last_copies is not None and "kayak" not in method.last_copies.counts
         assert _totals_equal_a_recount(store)
+        store.journal.undo(report.run_id)  # a taken deferred delete is undone like any other
+        assert [e.content for e in store.entries()] == [LAKE, KAYAK] and store.journal.preserved_pairs() == []
+        assert _totals_equal_a_recount(store)
     # Another delete that takes no last copy meets the budget: the deferred one is never taken.
     with _store(tmp_path / "t.db", [LAKE, KAYAK, PAINTED, PAINTED_SHORT]) as store:
         report = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B)), budget_bytes=store.json_bytes() - 1)

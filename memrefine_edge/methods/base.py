@@ -48,12 +48,14 @@ class Method(abc.ABC):
     def deferred(self, pair: PairContext) -> "Decision | None":
         """The delete to take now for a pair this method preserved with ``source="deferred"``, or None.
 
-        The engine asks only when the candidate pairs are used up with the
-        store still above budget, for each deferred pair of the run whose two
-        entries are both still live, in the order they were decided, until
-        the budget holds. A delete returned is applied as a decision of its
-        own; None leaves the pair preserved. Methods that never defer keep
-        this default.
+        The engine asks only when the candidate pairs run out (or fall below
+        ``min_similarity``) with the store still above budget, for each
+        deferred pair of the run whose two entries are both still live, in the
+        order they were decided, until the budget holds. A delete returned is
+        applied as a decision of its own, audited as returned; None leaves the
+        pair preserved; anything else is a
+        :class:`~memrefine_edge.errors.ConfigurationError`. Methods
+        that never defer keep this default.
         """
         return None
 
