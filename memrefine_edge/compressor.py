@@ -495,7 +495,8 @@ class Compressor:
         """
         assert plan.run_id is not None
         store, journal, target = self.store, self.store.journal, plan.target
-        pending = [(d.a_id, d.b_id, d.similarity) for d in journal.decisions(plan.run_id) if d.source == "deferred"]
+        # Only the deferred rows: a long run has hundreds of thousands of decisions.
+        pending = [(d.a_id, d.b_id, d.similarity) for d in journal.decisions(plan.run_id, source="deferred")]
         stopped = None
         with store.grouped(window_s=self.commit_window_s) as group:  # as the loop commits
             models = self._model_calls()
