@@ -15,8 +15,10 @@ words, only the ones outside the first K thousand frequency ranks of the encoder
 least one such key refuses the delete). Word counts over the live entries are built before each
 compression and follow every delete and merge.
 
-``memrefine`` is the product's default, whose last-copy check (:mod:`memrefine_edge.lastcopy`) is
-``msr10``; ``no-last-copy-check`` is the default judge without it (``compress --no-last-copy-check``).
+``memrefine`` is the product's default, whose last-copy check (:mod:`memrefine_edge.lastcopy`) refuses
+the deletes ``msr10`` refuses but defers them (a preserve, the delete taken only when the candidate pairs
+run out above budget) where ``msr10`` merges; ``no-last-copy-check`` is the default judge without it
+(``compress --no-last-copy-check``). ``--variants ""`` runs just those two.
 Each variant runs ``memrefine eval locomo --store turns --no-qa --chain`` through the evaluation harness;
 writes ``bench/results/store_words.json`` (pooled presence, answer recall@1000, budgets met, actions).
 """
@@ -189,7 +191,7 @@ def main() -> None:
     import tempfile
 
     work = Path(args.work or tempfile.mkdtemp(prefix="memrefine-store-words-"))
-    methods = ("memrefine", "no-last-copy-check", *(f"guard-{v}" for v in args.variants.split(",")))
+    methods = ("memrefine", "no-last-copy-check", *(f"guard-{v}" for v in args.variants.split(",") if v))
     config = EvalConfig(data=data, out=work, store="turns", methods=methods,
                         budgets=tuple(float(b) for b in args.budgets.split(",")), qa=False, chain=True,
                         context_bytes=(1000,))

@@ -12,8 +12,9 @@ Deferred deletes: a method may preserve a pair for now with
 would take the store's last copy of a specific word, :mod:`memrefine_edge.lastcopy`).
 When the candidate pairs run out with the store still above budget, in
 either mode, the run takes those deletes after all: the *deferred phase*
-reads the run's deferred pairs from the journal in the order they were
-decided and, for each whose two entries are both still live and the run's
+reads the deferred pairs of every run on the store (kept in the journal,
+:meth:`RunJournal.deferrals`) in the order they were decided and, for each
+whose two entries are both still live and the run's
 own, asks the method again (:meth:`Method.deferred`) and applies the delete
 it returns as a decision of its own, until the budget holds. A run that
 meets its budget with the candidate pairs never takes a deferred delete.
@@ -368,16 +369,15 @@ class Compressor:
 
         actions: Counter[str] = Counter()
         sources: Counter[str] = Counter()
-        deferred: set[tuple[str | None, str | None]] = set()
+        # A delete of a deferred pair is a deferred delete taken: a preserved pair is never proposed again.
+        deferred = {(a, b) for a, b, _ in journal.deferrals()}
         self._deferred_taken = 0
         for d in journal.decisions(run_id):  # a resumed run reports the whole run
             actions[d.action] += 1
             sources[d.source] += 1
-            if d.source == "deferred":
-                deferred.add((d.a_id, d.b_id))
-            elif d.action == "delete" and (d.a_id, d.b_id) in deferred:  # a preserved pair is never proposed again
+            if d.action == "delete" and (d.a_id, d.b_id) in deferred:
                 self._deferred_taken += 1
-        del deferred  # the phase reads them again if it comes to that
+        del deferred
         llm_calls_before = self.method.llm_calls
         with store.long_write():  # one commit per decision, fewer copies of the log into the file
             stop = self._loop(plan, actions, sources, clock, max_decisions)
@@ -495,8 +495,9 @@ class Compressor:
         """
         assert plan.run_id is not None
         store, journal, target = self.store, self.store.journal, plan.target
-        # Only the deferred rows: a long run has hundreds of thousands of decisions.
-        pending = [(d.a_id, d.b_id, d.similarity) for d in journal.decisions(plan.run_id, source="deferred")]
+        # Every run's deferrals whose entries are live: a chained or repeated compression (or an
+        # upkeep pass) may need the bytes an earlier run deferred.
+        pending = journal.deferrals(live=True)
         stopped = None
         with store.grouped(window_s=self.commit_window_s) as group:  # as the loop commits
             models = self._model_calls()

@@ -14,6 +14,7 @@ from memrefine_edge.compressor import CompressionReport, Compressor
 from memrefine_edge.decision import Decision
 from memrefine_edge.errors import OptionConflictError
 from memrefine_edge.importers import export_jsonl
+from memrefine_edge.judge import Judge
 from memrefine_edge.lastcopy import LastCopies, common_words, content_keys, specific_keys
 from memrefine_edge.merger import GuardedMerger
 from memrefine_edge.methods import MemRefineMethod, PairContext
@@ -159,15 +160,65 @@ def test_a_deferred_delete_the_judge_no_longer_makes_is_left_alone(tmp_path: Pat
         assert _totals_equal_a_recount(store)
 
 
+class _OnlyKayak(Judge):
+    """Deletes KAYAK from the pair (LAKE, KAYAK); keeps every other pair."""
+
+    def decide(self, a: str, b: str, similarity: float) -> Decision:
+        if (a, b) == (LAKE, KAYAK):
+            return DELETE_B
+        return Decision("preserve", None, reason="test: keep", source="scorer")
+
+
+def test_a_later_run_takes_what_an_earlier_run_deferred(tmp_path: Path) -> None:
+    with _store(tmp_path / "s.db", [LAKE, KAYAK, PAINTED, PAINTED_SHORT]) as store:
+        # The first run meets its budget with the other delete: the kayak delete waits.
+        first = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B)), budget_bytes=store.json_bytes() - 1)
+        assert first.deferred_taken == 0 and "e1" in store
+        assert store.journal.deferrals() == store.journal.deferrals(live=True) == [
+            ("e0", "e1", pytest.approx(store.journal.decisions(first.run_id)[0].similarity))]
+        # The next run's candidates run out above its budget: it takes the earlier run's deferred delete.
+        second = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B)), budget_bytes=store.json_bytes() - 1)
+        *pairs, taken = store.journal.decisions(second.run_id)
+        assert pairs and all(d.source == "deferred" for d in pairs)  # its own deletes of e2 wait too
+        # The earliest deferral comes first: the first run's.
+        assert (taken.action, taken.source, taken.a_id, taken.b_id, taken.target) == ("delete", "guard", "e0", "e1",
+                                                                                      "e1")
+        assert second.deferred_taken == 1 and second.stop_reason == "budget met by deferred deletes"
+        assert ("e0", "e1") not in [d[:2] for d in store.journal.deferrals(live=True)]
+        assert len(store.journal.deferrals()) == 1 + len(pairs)
+        assert _totals_equal_a_recount(store)
+        # Undoing the run that took it makes it a delete to take again; undoing the one that deferred it
+        # forgets the deferral (and the preserved pair) with the rest of that run.
+        store.journal.undo(second.run_id)
+        assert [d[:2] for d in store.journal.deferrals(live=True)] == [("e0", "e1")]
+        store.journal.undo(first.run_id)
+        assert store.journal.deferrals() == [] and store.journal.preserved_pairs() == []
+        assert _totals_equal_a_recount(store)
+
+
+def test_deferrals_outlive_a_purge_and_a_run_without_the_check_takes_them(tmp_path: Path) -> None:
+    with _store(tmp_path / "s.db", [LAKE, KAYAK, PAINTED, PAINTED_SHORT]) as store:
+        _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B)), budget_bytes=store.json_bytes() - 1)
+        store.journal.purge_history()  # the preserve's audit row goes; the deferral stays, as the preserved pair
+        assert [d[:2] for d in store.journal.deferrals(live=True)] == [("e0", "e1")]
+        # Now a judge that keeps every pair but the kayak one, without the check: only the deferral can help.
+        report = _compress(store, MemRefineMethod(judge=_OnlyKayak(), keep_last_copies=False),
+                           budget_bytes=store.json_bytes() - 1)
+        *kept, taken = store.journal.decisions(report.run_id)
+        assert kept and all((d.action, d.source) == ("preserve", "scorer") for d in kept)
+        assert (taken.action, taken.target, taken.source) == ("delete", "e1", "guard")
+        assert "last-copy check off" in taken.reason and report.deferred_taken == 1
+        assert [e.content for e in store.entries()] == [LAKE, PAINTED]
+        assert _totals_equal_a_recount(store)
+
+
 def test_without_the_check_the_same_delete_is_taken(tmp_path: Path) -> None:
     with _store(tmp_path / "s.db", [LAKE, KAYAK]) as store:
         decisions = _run(store, keep=False)
         assert [(d.action, d.target, d.source) for d in decisions] == [("delete", "e1", "scorer")]
         assert [e.content for e in store.entries()] == [LAKE]
         assert _totals_equal_a_recount(store)
-        method = MemRefineMethod(judge=AlwaysJudge(DELETE_B), keep_last_copies=False)
-        method.prepare(store)
-        assert method.deferred(PairContext(a=store.get("e0"), b=store.get("e0"), similarity=1.0, store=store)) is None
+        assert store.journal.deferrals() == []  # nothing was deferred
 
 
 def test_a_delete_goes_through_when_another_entry_holds_the_word(tmp_path: Path) -> None:

@@ -181,3 +181,31 @@ def test_embedding_model_names_become_numbers_and_embeddings_stay_current(tmp_pa
         store.journal.undo(RUN)  # the restored entries wait for an embedding; m is gone
         assert store.ensure_embeddings(encoder) == 5
         assert {r[0] for r in conn.execute("SELECT embedding_model FROM entries")} == {tag}
+
+
+def test_deferred_preserves_written_before_the_deferrals_table_are_carried_into_it(tmp_path):
+    from memrefine_edge.compressor import Compressor
+    from memrefine_edge.decision import Decision
+    from memrefine_edge.merger import GuardedMerger
+    from memrefine_edge.methods import MemRefineMethod
+    from memrefine_edge.testing import AlwaysJudge, HashEncoder
+
+    path = tmp_path / "d.db"
+    texts = ["Caroline: I went to the lake with my sister last summer.",
+             "Caroline: I went kayaking on the lake with my sister last summer.",
+             "Melanie: I painted a sunrise over the water at dawn today.", "Melanie: I painted a sunrise."]
+    with MemoryStore(path) as store:
+        store.add_many([Entry(id=f"e{i}", content=t) for i, t in enumerate(texts)])
+        method = MemRefineMethod(judge=AlwaysJudge(Decision("delete", "b", source="scorer")))
+        Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4).run(
+            budget_bytes=store.json_bytes() - 1)
+        written = store.journal.deferrals()
+    assert [d[:2] for d in written] == [("e0", "e1")]
+    # The store as the schema before the deferrals table left it: the deferral only in the audit log.
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE deferrals")
+        conn.execute("DELETE FROM _migrations WHERE name = '0010_deferrals'")
+    conn.close()
+    with MemoryStore(path) as store:
+        assert store.applied_migrations == [m.name for m in MIGRATIONS]
+        assert store.journal.deferrals() == written

@@ -71,19 +71,22 @@ class MemRefineMethod(Method):
         """The judge's delete of a deferred pair, taken without the last-copy check (None if it no longer deletes).
 
         Entries never change, so the judge sees the texts it saw when the
-        delete was deferred; the reason says which last copies the delete takes.
+        delete was deferred (in this run or an earlier one); the reason says
+        which last copies the delete takes. With the check off (an earlier run
+        deferred the pair), the delete is taken as the judge makes it.
         """
-        if self._copies is None:
-            return None
         a, b = pair.a.content, pair.b.content
         decision = self.judge.decide(a, b, pair.similarity)
         if decision.action != "delete":
             return None
-        gone, kept = (a, b) if decision.target == "a" else (b, a)
-        last = self._copies.last(gone, kept)
         side = str(decision.target).upper()
-        held = (f"entry {side} held the store's last copy of {_shown(last)}" if last
-                else f"entry {side} no longer holds a last copy")
+        if self._copies is None:
+            held = f"entry {side} was deferred by an earlier run (last-copy check off now)"
+        else:
+            gone, kept = (a, b) if decision.target == "a" else (b, a)
+            last = self._copies.last(gone, kept)
+            held = (f"entry {side} held the store's last copy of {_shown(last)}" if last
+                    else f"entry {side} no longer holds a last copy")
         return Decision("delete", decision.target, source="guard",
                         reason=f"{decision.reason}; the budget needed the bytes: deferred delete taken, {held}")
 

@@ -297,6 +297,20 @@ class RunJournal:
         """Pairs judged preserve (either order is the same pair)."""
         return [(r[0], r[1]) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved ORDER BY a_id, b_id")]
 
+    def deferrals(self, *, live: bool = False) -> list[tuple[str, str, float]]:
+        """Pairs preserved with ``source="deferred"`` by any run not undone: ``(a_id, b_id, similarity)``.
+
+        In the order they were decided (run, then step). ``live=True``: only
+        those whose two entries are both live, the deletes a run may still
+        take (see :class:`~memrefine_edge.compressor.Compressor`). Purging
+        the history keeps them, as it keeps the preserved pairs.
+        """
+        sql = ("SELECT sa.text, sb.text, d.similarity FROM deferrals d "
+               "JOIN strings sa ON sa.num = d.a JOIN strings sb ON sb.num = d.b ")
+        if live:
+            sql += "JOIN entries ea ON ea.id = sa.text JOIN entries eb ON eb.id = sb.text "
+        return [(r[0], r[1], float(r[2])) for r in self._db.conn.execute(sql + "ORDER BY d.run, d.step")]
+
     def live_preserved_pairs(self, *, chunk: int = 4096) -> Iterator[tuple[str, str]]:
         """Preserved pairs whose two entries are both live, streamed ``chunk`` rows per query.
 
@@ -418,6 +432,11 @@ class RunJournal:
                     "INSERT OR IGNORE INTO preserves (a, b, run) VALUES (?, ?, ?)",
                     (self._string(lo), self._string(hi), self._run_num(run_id)),
                 )
+                if decision.source == "deferred":  # a delete kept for a run that needs the bytes (deferrals())
+                    self._db.conn.execute(
+                        "INSERT INTO deferrals (run, step, a, b, similarity) VALUES (?, ?, ?, ?, ?)",
+                        (self._run_num(run_id), step, self._string(a_id), self._string(b_id), float(pair[2])),
+                    )
                 effect = Effect(removed=(), created=(), size_before=before)
             self._record(
                 run_id, step, pair=pair, action=decision.action,
@@ -505,6 +524,7 @@ class RunJournal:
                 self._store.reinsert(sorted((row for row, _ in removed), key=lambda r: r[0]))
                 self._store.add_links([link for _, links in removed for link in links])
             conn.execute("DELETE FROM preserves WHERE run = ?", (run,))
+            conn.execute("DELETE FROM deferrals WHERE run = ?", (run,))
             conn.execute("DELETE FROM removals WHERE k BETWEEN ? AND ?", (first, last))
             conn.execute("UPDATE runs SET status = 'undone', finished_at = ? WHERE run_id = ?", (_now(), run_id))
         return len(decisions)

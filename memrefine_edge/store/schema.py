@@ -406,6 +406,27 @@ MIGRATIONS: list[Migration] = [
         SELECT 1;
         """,
     ),
+    Migration(
+        "0010_deferrals",
+        """
+        -- Deletes a method deferred (a preserve of source 'deferred', e.g. the last-copy check's):
+        -- the pair, its similarity and when it was decided. Any later run that runs out of
+        -- candidate pairs above its budget may take them, in (run, step) order, while both
+        -- entries are live; they outlive a purge of the history, as the preserved pairs do, and
+        -- go with their run's undo.
+        CREATE TABLE deferrals (
+            run INTEGER NOT NULL,               -- runs.num
+            step INTEGER NOT NULL,
+            a INTEGER NOT NULL,                 -- strings.num of the pair's ids, as proposed
+            b INTEGER NOT NULL,
+            similarity REAL NOT NULL,
+            PRIMARY KEY (run, step)
+        ) WITHOUT ROWID;
+        INSERT INTO deferrals (run, step, a, b, similarity)
+            SELECT d.run, d.step, d.a, d.b, d.similarity FROM audit d JOIN strings s ON s.num = d.source
+            WHERE s.text = 'deferred' AND d.a IS NOT NULL AND d.b IS NOT NULL AND d.similarity IS NOT NULL;
+        """,
+    ),
 ]
 
 
