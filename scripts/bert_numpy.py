@@ -72,8 +72,15 @@ def bert_forward(
     *,
     config: BertConfig = BertConfig(),
     dtype: type = np.float64,
+    taps: dict[str, np.ndarray] | None = None,
 ) -> np.ndarray:
-    """``last_hidden_state`` ``(batch, seq, hidden)`` of a BERT encoder, in ``dtype``."""
+    """``last_hidden_state`` ``(batch, seq, hidden)`` of a BERT encoder, in ``dtype``.
+
+    ``taps``, if given, receives the input of every linear layer under the
+    build graph's tensor names: ``emb_out``, and per layer ``i`` ``l{i}_ctxm``
+    (the attention output's input), ``l{i}_ln1`` (the FFN's), ``l{i}_gelu``
+    (the FFN output's) and ``l{i}_ln2`` (the next layer's).
+    """
     c = config
     ids = np.asarray(input_ids, dtype=np.int64)
     mask = np.asarray(attention_mask, dtype=dtype)
@@ -89,6 +96,8 @@ def bert_forward(
     x = x + p("embeddings.position_embeddings.weight")[:seq][None]
     x = x + p("embeddings.token_type_embeddings.weight")[tt]
     x = _layer_norm(x, p("embeddings.LayerNorm.weight"), p("embeddings.LayerNorm.bias"), c.layer_norm_eps)
+    tap = taps.__setitem__ if taps is not None else (lambda name, value: None)
+    tap("emb_out", x)
 
     hd = c.hidden // c.heads
     # Additive mask as HF BertModel builds it: finfo.min where padded.
@@ -110,12 +119,16 @@ def bert_forward(
         probs = np.exp(scores)
         probs /= probs.sum(-1, keepdims=True)
         ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(bsz, seq, c.hidden)
+        tap(f"l{i}_ctxm", ctx)
         x = _layer_norm(x + lin(ctx, "attention.output.dense"),
                         p(pre + "attention.output.LayerNorm.weight"),
                         p(pre + "attention.output.LayerNorm.bias"), c.layer_norm_eps)
+        tap(f"l{i}_ln1", x)
         h = _gelu(lin(x, "intermediate.dense"))
+        tap(f"l{i}_gelu", h)
         x = _layer_norm(x + lin(h, "output.dense"), p(pre + "output.LayerNorm.weight"),
                         p(pre + "output.LayerNorm.bias"), c.layer_norm_eps)
+        tap(f"l{i}_ln2", x)
     return x
 
 

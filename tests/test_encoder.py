@@ -303,3 +303,28 @@ def test_numpy_reference_bert_matches_the_exported_graph(packaged: OnnxEncoder) 
     got = packaged._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": 0 * ids})[0]
     want = bert_forward(weights, ids, mask)
     assert float(np.abs(got - want)[mask.astype(bool)].max()) < 1e-4
+
+
+def test_the_build_s_smoothing_scales_do_not_depend_on_the_cpu_s_last_bits():
+    """The int8 build's smoothing scales are snapped to a grid: the last bits of one CPU's float64 sums
+    against another's gives the same scales (so the same model bytes), and each scale stays within
+    half a step of the exact one."""
+    pytest.importorskip("onnx")
+    import importlib.util
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    sys.path.insert(0, str(scripts))  # build_encoder imports its sibling bert_numpy
+    try:
+        spec = importlib.util.spec_from_file_location("build_encoder_under_test", scripts / "build_encoder.py")
+        build_encoder = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(build_encoder)
+    finally:
+        sys.path.remove(str(scripts))
+    rng = np.random.default_rng(0)
+    exact = np.exp(rng.normal(0.0, 1.5, size=20_000))
+    snapped = build_encoder.snap_scales(exact)
+    step = 1.0 / build_encoder.SCALE_STEPS_PER_OCTAVE
+    assert np.all(np.abs(np.log2(snapped) - np.log2(exact)) <= step / 2 + 1e-6)
+    assert len(np.unique(snapped)) < 200  # a grid, not the values themselves
+    for noise in (1e-13, -1e-13, 1e-12, -1e-12):  # float64 ranges, as the build computes them
+        assert np.array_equal(build_encoder.snap_scales(exact * (1 + noise)), snapped)
