@@ -15,10 +15,11 @@ words, only the ones outside the first K thousand frequency ranks of the encoder
 least one such key refuses the delete). Word counts over the live entries are built before each
 compression and follow every delete and merge.
 
-``memrefine`` is the product's default, whose last-copy check (:mod:`memrefine_edge.lastcopy`) refuses
-the deletes ``msr10`` refuses but defers them (a preserve, the delete taken only when the candidate pairs
-run out above budget) where ``msr10`` merges; ``no-last-copy-check`` is the default judge without it
-(``compress --no-last-copy-check``). ``--variants ""`` runs just those two.
+``memrefine`` is the product's default, whose last-copy check (:mod:`memrefine_edge.lastcopy`) is
+``msr10``; ``no-last-copy-check`` is the default judge without it (``compress --no-last-copy-check``);
+``defer-last-copies`` refuses the same deletes but defers them (a preserve, the delete taken only when
+the candidate pairs run out above budget; ``compress --defer-last-copies``). ``--variants ""`` runs just
+those three.
 Each variant runs ``memrefine eval locomo --store turns --no-qa --chain`` through the evaluation harness;
 writes ``bench/results/store_words.json`` (pooled presence, answer recall@1000, budgets met, actions).
 """
@@ -102,10 +103,11 @@ def factory(encoder: Any):
     from memrefine_edge.pipeline import PipelineConfig, build
 
     def make(name: str, config: Any):
-        off = name == "no-last-copy-check"
+        off, defer = name == "no-last-copy-check", name == "defer-last-copies"
         parts = build(PipelineConfig(method="memrefine", judge_model=config.judge_model,
-                                     keep_last_copies=False if off else None), encoder=encoder)
-        if name == "memrefine" or off:
+                                     keep_last_copies=False if off else None, defer_last_copies=defer or None),
+                      encoder=encoder)
+        if name in ("memrefine", "defer-last-copies") or off:
             return parts.method, parts.merger
         spec = name.removeprefix("guard-")
         rare_top = None
@@ -191,7 +193,8 @@ def main() -> None:
     import tempfile
 
     work = Path(args.work or tempfile.mkdtemp(prefix="memrefine-store-words-"))
-    methods = ("memrefine", "no-last-copy-check", *(f"guard-{v}" for v in args.variants.split(",") if v))
+    methods = ("memrefine", "no-last-copy-check", "defer-last-copies",
+               *(f"guard-{v}" for v in args.variants.split(",") if v))
     config = EvalConfig(data=data, out=work, store="turns", methods=methods,
                         budgets=tuple(float(b) for b in args.budgets.split(",")), qa=False, chain=True,
                         context_bytes=(1000,))

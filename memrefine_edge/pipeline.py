@@ -37,7 +37,8 @@ class PipelineConfig:
     ``tau``/``protect`` go to the rule methods, ``merge_min_similarity`` to
     the memrefine judge and ``keep_last_copies`` to the memrefine method
     (None: on; False lets a delete take the store's last copy of a specific
-    word, see :mod:`memrefine_edge.lastcopy`); giving one to a method that has
+    word, see :mod:`memrefine_edge.lastcopy`) and ``defer_last_copies``
+    (True: such a delete is deferred, not merged); giving one to a method that has
     no use for it is an :class:`OptionConflictError`.
     """
 
@@ -50,6 +51,7 @@ class PipelineConfig:
     protect: float | None = None
     merge_min_similarity: float | None = None
     keep_last_copies: bool | None = None
+    defer_last_copies: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -58,11 +60,16 @@ class PipelineConfig:
             if self.tau is not None or self.protect is not None:
                 raise OptionConflictError("--tau and --protect apply to the rule methods (rulesim, rulepr), "
                                           "not memrefine")
+            if self.defer_last_copies and self.keep_last_copies is False:
+                raise OptionConflictError("--defer-last-copies needs the last-copy check: drop "
+                                          "--no-last-copy-check")
         else:
             if self.merge_min_similarity is not None:
                 raise OptionConflictError("--merge-min-similarity applies to --method memrefine")
             if self.keep_last_copies is not None:
                 raise OptionConflictError("--no-last-copy-check applies to --method memrefine")
+            if self.defer_last_copies is not None:
+                raise OptionConflictError("--defer-last-copies applies to --method memrefine")
             if self.protect is not None and self.method != "rulepr":
                 raise OptionConflictError("--protect only applies to --method rulepr")
 
@@ -109,7 +116,8 @@ class Backends:
         """The compression method named by ``config.method``."""
         if config.method == "memrefine":
             return get_method("memrefine", judge=self.judge(config),
-                              keep_last_copies=config.keep_last_copies is not False)
+                              keep_last_copies=config.keep_last_copies is not False,
+                              defer_last_copies=bool(config.defer_last_copies))
         options = {k: v for k, v in {"tau": config.tau, "protect": config.protect}.items() if v is not None}
         return get_method(config.method, **options, **config.extra)
 

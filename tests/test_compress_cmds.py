@@ -322,3 +322,22 @@ def test_compress_says_how_many_deletes_were_deferred_and_how_many_it_took(tmp_p
     make_store(tmp_path / "p.db").close()
     plain = run("compress", "--db", str(tmp_path / "p.db"), "--budget", "0.5")
     assert plain.exit_code == 0 and "  sources " in plain.stdout and "  deferred" not in plain.stdout
+
+
+def test_defer_last_copies_is_recorded_with_the_run_and_refused_where_it_does_not_apply(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db).close()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.8", "--defer-last-copies", "--json"],
+                           catch_exceptions=False, obj=FakeBackends())
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout)["run_id"]
+    with MemoryStore(db, create=False) as store:
+        assert store.journal.run(run_id).params["options"]["defer_last_copies"] is True
+    raw = db.read_bytes()
+    for extra, message in ((["--method", "rulesim"], "--defer-last-copies applies to --method memrefine"),
+                           (["--no-last-copy-check"], "--defer-last-copies needs the last-copy check")):
+        refused = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--defer-last-copies", *extra],
+                                obj=FakeBackends())
+        assert refused.exit_code != 0 and message in refused.output, refused.output
+    assert db.read_bytes() == raw

@@ -108,9 +108,20 @@ def _run(store: MemoryStore, *, keep: bool, budget: float = 0.75) -> list:
     return store.journal.decisions(report.run_id)
 
 
+def test_a_delete_of_the_last_copy_becomes_a_merge_that_keeps_the_word_by_default(tmp_path: Path) -> None:
+    with _store(tmp_path / "s.db", [LAKE, KAYAK]) as store:
+        decisions = _run(store, keep=True)
+        assert [(d.action, d.source) for d in decisions] == [("merge", "guard")]
+        assert decisions[0].reason == "test: delete b; but entry B holds the store's last copy of kayak: merged instead"
+        (entry,) = list(store.entries())
+        assert "kayaking" in entry.content and "sister" in entry.content
+        assert store.journal.deferrals() == []
+        assert _totals_equal_a_recount(store)
+
+
 def test_a_delete_of_the_last_copy_is_deferred_as_a_preserve(tmp_path: Path) -> None:
     with _store(tmp_path / "s.db", [LAKE, KAYAK]) as store:
-        method = MemRefineMethod(judge=AlwaysJudge(DELETE_B))
+        method = MemRefineMethod(judge=AlwaysJudge(DELETE_B), defer_last_copies=True)
         method.prepare(store)
         pair = PairContext(a=store.get("e0"), b=store.get("e1"), similarity=0.8, store=store)
         decision = method.decide(pair)
@@ -125,7 +136,7 @@ def test_a_delete_of_the_last_copy_is_deferred_as_a_preserve(tmp_path: Path) -> 
 
 def test_a_deferred_delete_is_taken_only_when_the_budget_needs_it(tmp_path: Path) -> None:
     with _store(tmp_path / "s.db", [LAKE, KAYAK]) as store:  # nothing else to delete: the budget needs it
-        method = MemRefineMethod(judge=AlwaysJudge(DELETE_B))
+        method = MemRefineMethod(judge=AlwaysJudge(DELETE_B), defer_last_copies=True)
         report = _compress(store, method, budget=0.75)
         decisions = store.journal.decisions(report.run_id)
         assert [(d.action, d.source, d.a_id, d.b_id) for d in decisions] == [
@@ -141,7 +152,7 @@ def test_a_deferred_delete_is_taken_only_when_the_budget_needs_it(tmp_path: Path
         assert _totals_equal_a_recount(store)
     # Another delete that takes no last copy meets the budget: the deferred one is never taken.
     with _store(tmp_path / "t.db", [LAKE, KAYAK, PAINTED, PAINTED_SHORT]) as store:
-        report = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B)), budget_bytes=store.json_bytes() - 1)
+        report = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B), defer_last_copies=True), budget_bytes=store.json_bytes() - 1)
         decisions = store.journal.decisions(report.run_id)
         assert [(d.action, d.source, d.a_id, d.b_id) for d in decisions] == [
             ("preserve", "deferred", "e0", "e1"), ("delete", "scorer", "e2", "e3")]
@@ -153,7 +164,7 @@ def test_a_deferred_delete_the_judge_no_longer_makes_is_left_alone(tmp_path: Pat
     keep = Decision("preserve", None, reason="test: keep", source="scorer")
     with _store(tmp_path / "s.db", [LAKE, KAYAK]) as store:
         judge = ScriptedJudge([DELETE_B], default=keep)
-        report = _compress(store, MemRefineMethod(judge=judge), budget=0.75)
+        report = _compress(store, MemRefineMethod(judge=judge, defer_last_copies=True), budget=0.75)
         assert len(judge.calls) == 2  # asked again when the candidates ran out, and it kept both
         assert [(d.action, d.source) for d in store.journal.decisions(report.run_id)] == [("preserve", "deferred")]
         assert not report.budget_met and report.stop_reason == "no candidate pair left" and len(store) == 2
@@ -172,12 +183,12 @@ class _OnlyKayak(Judge):
 def test_a_later_run_takes_what_an_earlier_run_deferred(tmp_path: Path) -> None:
     with _store(tmp_path / "s.db", [LAKE, KAYAK, PAINTED, PAINTED_SHORT]) as store:
         # The first run meets its budget with the other delete: the kayak delete waits.
-        first = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B)), budget_bytes=store.json_bytes() - 1)
+        first = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B), defer_last_copies=True), budget_bytes=store.json_bytes() - 1)
         assert first.deferred_taken == 0 and "e1" in store
         assert store.journal.deferrals() == store.journal.deferrals(live=True) == [
             ("e0", "e1", pytest.approx(store.journal.decisions(first.run_id)[0].similarity))]
         # The next run's candidates run out above its budget: it takes the earlier run's deferred delete.
-        second = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B)), budget_bytes=store.json_bytes() - 1)
+        second = _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B), defer_last_copies=True), budget_bytes=store.json_bytes() - 1)
         *pairs, taken = store.journal.decisions(second.run_id)
         assert pairs and all(d.source == "deferred" for d in pairs)  # its own deletes of e2 wait too
         # The earliest deferral comes first: the first run's.
@@ -198,7 +209,7 @@ def test_a_later_run_takes_what_an_earlier_run_deferred(tmp_path: Path) -> None:
 
 def test_deferrals_outlive_a_purge_and_a_run_without_the_check_takes_them(tmp_path: Path) -> None:
     with _store(tmp_path / "s.db", [LAKE, KAYAK, PAINTED, PAINTED_SHORT]) as store:
-        _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B)), budget_bytes=store.json_bytes() - 1)
+        _compress(store, MemRefineMethod(judge=AlwaysJudge(DELETE_B), defer_last_copies=True), budget_bytes=store.json_bytes() - 1)
         store.journal.purge_history()  # the preserve's audit row goes; the deferral stays, as the preserved pair
         assert [d[:2] for d in store.journal.deferrals(live=True)] == [("e0", "e1")]
         # Now a judge that keeps every pair but the kayak one, without the check: only the deferral can help.
@@ -225,7 +236,7 @@ def test_a_delete_goes_through_when_another_entry_holds_the_word(tmp_path: Path)
     club = "Sam: My kayaking club meets on Fridays."
     for others, expected in (([], ("preserve", "deferred")), ([club], ("delete", "scorer"))):
         with _store(tmp_path / f"s{len(others)}.db", [LAKE, KAYAK, *others]) as store:
-            method = MemRefineMethod(judge=AlwaysJudge(DELETE_B))
+            method = MemRefineMethod(judge=AlwaysJudge(DELETE_B), defer_last_copies=True)
             method.prepare(store)
             pair = PairContext(a=store.get("e0"), b=store.get("e1"), similarity=0.8, store=store)
             decision = method.decide(pair)
@@ -269,7 +280,7 @@ def test_an_interrupted_run_resumes_to_the_same_store(tmp_path: Path, mode: str,
     def final(db: Path, cut: str | None) -> tuple[str, list, str]:
         with _store(db, texts) as store:
             def compress(crash_at: int | None = None, **run: Any) -> CompressionReport:
-                method = MemRefineMethod(judge=_CrashingJudge(crash_at))
+                method = MemRefineMethod(judge=_CrashingJudge(crash_at), defer_last_copies=True)
                 return Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4,
                                   mode=mode).run(budget=0.4, **run)
 
@@ -301,6 +312,13 @@ def test_the_option_is_memrefine_s_and_recorded_with_the_run() -> None:
     assert build(PipelineConfig(), backends=FakeBackends()).method.describe()["keep_last_copies"] is True
     with pytest.raises(OptionConflictError, match="--no-last-copy-check"):
         build(PipelineConfig(method="rulesim", keep_last_copies=False), backends=FakeBackends())
+    described = build(PipelineConfig(defer_last_copies=True), backends=FakeBackends()).method.describe()
+    assert described["defer_last_copies"] is True and described["keep_last_copies"] is True
+    assert build(PipelineConfig(), backends=FakeBackends()).method.describe()["defer_last_copies"] is False
+    with pytest.raises(OptionConflictError, match="--defer-last-copies"):
+        build(PipelineConfig(method="rulepr", defer_last_copies=True), backends=FakeBackends())
+    with pytest.raises(OptionConflictError, match="--no-last-copy-check"):
+        build(PipelineConfig(keep_last_copies=False, defer_last_copies=True), backends=FakeBackends())
 
 
 def test_contents_reads_every_live_entry_a_page_at_a_time(tmp_path: Path) -> None:

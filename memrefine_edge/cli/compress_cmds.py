@@ -123,7 +123,8 @@ def _dry_run_copy(db: Path) -> Iterator[Path]:
 
 def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model,
                  threads, resume, max_decisions, tau=None, protect=None, min_similarity=None,
-                 merge_min_similarity=None, keep_last_copies=None, quiet=False) -> dict[str, Any]:
+                 merge_min_similarity=None, keep_last_copies=None, defer_last_copies=None,
+                 quiet=False) -> dict[str, Any]:
     """Open, compress, close; returns the end report as a dict."""
     from ..compressor import Compressor, RunLock
 
@@ -133,7 +134,8 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
 
     parts = build(PipelineConfig(method=method, judge_model=judge_model, merge_model=merge_model,
                                  encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
-                                 merge_min_similarity=merge_min_similarity, keep_last_copies=keep_last_copies),
+                                 merge_min_similarity=merge_min_similarity, keep_last_copies=keep_last_copies,
+                                 defer_last_copies=defer_last_copies),
                   backends=current_backends())
     encoder, method_obj, merger = parts.encoder, parts.method, parts.merger
     with open_store(db) as store:
@@ -201,8 +203,11 @@ _compress_options = [
                       "for 'fact' and GGUF judges, which merge distinct-fact pairs at or above it]."),
     click.option("--no-last-copy-check", "keep_last_copies", flag_value=False, default=None,
                  help="memrefine: let a delete take the store's last copy of a specific word (a rare word, name, "
-                      "number or date) at once [default: such a delete is deferred, and taken only when no "
-                      "candidate pair is left above the budget]."),
+                      "number or date) [default: such a delete becomes a merge that keeps both texts]."),
+    click.option("--defer-last-copies", "defer_last_copies", flag_value=True, default=None,
+                 help="memrefine: preserve a pair whose delete would take a last copy, and take the delete "
+                      "only when no candidate pair is left above the budget (meets budgets more often, keeps "
+                      "fewer words) [default: merge it]."),
     click.option("--merge-model", type=click.Path(dir_okay=False), default=None,
                  help="GGUF for merges, or 'bundled' [default: no LLM; a deterministic merge that keeps both "
                       "entries' facts]."),
@@ -234,8 +239,8 @@ def _apply(options):
 @click.option("--max-decisions", type=click.IntRange(1), default=None, help="Stop after N decisions (resumable).")
 @json_option
 def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_min_similarity, keep_last_copies,
-             merge_model, encoder_model, threads, min_similarity, tau, protect, resume, dry_run, max_decisions,
-             as_json) -> None:
+             defer_last_copies, merge_model, encoder_model, threads, min_similarity, tau, protect, resume, dry_run,
+             max_decisions, as_json) -> None:
     """Compress the store to its budget (continues an interrupted run).
 
     Without --budget/--budget-bytes the store's standing budget is used
@@ -252,7 +257,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
                   judge_model=judge_model, merge_model=merge_model, encoder_model=encoder_model, threads=threads,
                   resume=resume, max_decisions=max_decisions, tau=tau, protect=protect,
                   min_similarity=min_similarity, merge_min_similarity=merge_min_similarity,
-                  keep_last_copies=keep_last_copies)
+                  keep_last_copies=keep_last_copies, defer_last_copies=defer_last_copies)
     if dry_run:
         with _dry_run_copy(db) as copy:
             report = run_compress(copy, **kwargs)

@@ -1,10 +1,10 @@
 """The paper's method: a judge (fast path, model, fact guard) decides each pair.
 
 With the last-copy check on (the default), a delete that would take the
-store's last copy of a specific word is deferred: the pair is preserved
-(``source="deferred"``), and :meth:`MemRefineMethod.deferred` takes the delete
-only if the engine runs out of candidate pairs above budget
-(:mod:`memrefine_edge.lastcopy`).
+store's last copy of a specific word becomes a merge that keeps both texts;
+with ``defer_last_copies`` the pair is preserved instead (``source="deferred"``),
+and :meth:`MemRefineMethod.deferred` takes the delete only if the engine runs
+out of candidate pairs above budget (:mod:`memrefine_edge.lastcopy`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..decision import Decision
+from ..judge import merge_instruction_for
 from ..lastcopy import LastCopies
 from .base import Method, PairContext
 
@@ -34,12 +35,14 @@ class MemRefineMethod(Method):
 
     name = "memrefine"
 
-    def __init__(self, *, judge: "Judge", keep_last_copies: bool = True) -> None:
+    def __init__(self, *, judge: "Judge", keep_last_copies: bool = True, defer_last_copies: bool = False) -> None:
         self.judge = judge
-        #: Defer a delete that would take the store's last copy of a specific word
-        #: (:mod:`memrefine_edge.lastcopy`): the pair is preserved, and the delete is
-        #: taken only if the budget cannot be met otherwise (:meth:`deferred`).
+        #: Refuse a delete that would take the store's last copy of a specific word
+        #: (:mod:`memrefine_edge.lastcopy`): the pair is merged instead, keeping both texts.
         self.keep_last_copies = keep_last_copies
+        #: With the check on: preserve the refused pair instead of merging it (``source="deferred"``),
+        #: and take the delete only if the run runs out of candidate pairs above budget (:meth:`deferred`).
+        self.defer_last_copies = defer_last_copies
         self._copies: LastCopies | None = None
 
     @property
@@ -54,7 +57,7 @@ class MemRefineMethod(Method):
             self._copies.build(store.contents())
 
     def decide(self, pair: PairContext) -> "Decision":
-        """The judge's decision; a delete of a last copy is deferred: a preserve (see ``keep_last_copies``)."""
+        """The judge's decision; a delete of a last copy becomes a merge, or a deferral (``defer_last_copies``)."""
         a, b = pair.a.content, pair.b.content
         decision = self.judge.decide(a, b, pair.similarity)
         if decision.action != "delete" or self._copies is None:
@@ -63,9 +66,14 @@ class MemRefineMethod(Method):
         last = self._copies.last(gone, kept)
         if not last:
             return decision
-        return Decision("preserve", None, source="deferred",
-                        reason=f"{decision.reason}; entry {str(decision.target).upper()} holds the store's last "
-                               f"copy of {_shown(last)}: deferred")
+        side = str(decision.target).upper()
+        if self.defer_last_copies:
+            return Decision("preserve", None, source="deferred",
+                            reason=f"{decision.reason}; entry {side} holds the store's last copy of {_shown(last)}: "
+                                   "deferred")
+        return Decision("merge", None, merge_instruction=merge_instruction_for(a, b), source="guard",
+                        reason=f"{decision.reason}; but entry {side} holds the store's last copy of {_shown(last)}: "
+                               "merged instead")
 
     def deferred(self, pair: PairContext) -> "Decision | None":
         """The judge's delete of a deferred pair, taken without the last-copy check (None if it no longer deletes).
@@ -105,7 +113,7 @@ class MemRefineMethod(Method):
 
     def describe(self) -> dict[str, Any]:
         return {"judge": getattr(self.judge, "describe", lambda: type(self.judge).__name__)(),
-                "keep_last_copies": self.keep_last_copies}
+                "keep_last_copies": self.keep_last_copies, "defer_last_copies": self.defer_last_copies}
 
     @property
     def llm_calls(self) -> int:
