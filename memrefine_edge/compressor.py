@@ -8,8 +8,9 @@ transaction with its effects and the run's cursor (see
 it stopped when the same command is given again.
 
 Deferred deletes: a method may preserve a pair for now with
-``source="deferred"`` (the default method does so when the judge's delete
-would take the store's last copy of a specific word, :mod:`memrefine_edge.lastcopy`).
+``source="deferred"`` (the memrefine method does so with ``defer_last_copies``
+when the judge's delete would take the store's last copy of a specific word,
+:mod:`memrefine_edge.lastcopy`).
 When the candidate pairs run out with the store still above budget, in
 either mode, the run takes those deletes after all: the *deferred phase*
 reads the deferred pairs of every run on the store (kept in the journal,

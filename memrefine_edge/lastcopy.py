@@ -16,20 +16,18 @@ the first 10,000 frequency ranks of the encoder's vocabulary, written by
 "question") are not facts an answer needs; rare ones mostly are. The check needs
 no model and no gold answers.
 
-A refused delete is deferred, not dropped: the pair is preserved
-(``source="deferred"``, the keys named in the reason) and never proposed
-again, so nothing is lost while the budget can be met otherwise. When a run
-runs out of candidate pairs still above its budget, the compressor's
-deferred phase asks :meth:`~memrefine_edge.methods.MemRefineMethod.deferred`
-about those pairs in the order they were deferred, and takes each delete the
-judge still makes (``source="guard"``, the reason naming the last copy it
-took) until the budget holds; only then does strict mode evict.
+A refused delete becomes a merge that keeps both texts (``source="guard"``,
+the keys named in the reason). With ``defer_last_copies`` it is deferred
+instead: the pair is preserved (``source="deferred"``) and never proposed
+again; when a run runs out of candidate pairs still above its budget, the
+compressor's deferred phase asks
+:meth:`~memrefine_edge.methods.MemRefineMethod.deferred` about those pairs in
+the order they were deferred, and takes each delete the judge still makes
+(``source="guard"``) until the budget holds; only then does strict mode evict.
 
-Measured on the 7 dev conversations as turns at 50% (``bench/store_words.py``)
-with the check as first shipped, when a refused delete became a merge that
-kept both texts: answer presence 0.659 -> 0.681 (base 0.706), answer
-recall@1000 0.399 -> 0.398, and one more conversation (5 of 7 instead of 6)
-stopped short of the budget in paper mode. Deferral is not measured yet.
+Measured on the 7 dev conversations as turns at 50% (``bench/store_words.py``,
+encoder build version 2): answer presence 0.662 without the check, 0.684
+merging, 0.671 deferring (base 0.706); the budget is met on 6, 5 and 6 of 7.
 """
 
 from __future__ import annotations
