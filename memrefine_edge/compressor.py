@@ -451,11 +451,7 @@ class Compressor:
                 sources[source] += 1
                 step += 1
                 done_here += 1
-                self._disk_dirty = True
-                if group.window_s and self._model_calls() != models:
-                    group.window_s = 0.0  # a model decides here: commit every decision from now on
-                if group.commit_if_due():
-                    self._tick(step, target, actions, started, done_here)
+                self._decided(group, models, step, target, actions, started, done_here)
                 if done_here % TRIM_EVERY == 0:
                     # Merged entries' embeddings, refills and the judge free memory all along, and glibc
                     # keeps it resident: at 100k entries the loop's RSS climbed 130 MB, most of it free.
@@ -485,6 +481,15 @@ class Compressor:
             self._evict(plan.run_id, step, target, actions, sources, started=started, done=done_here)
             stop = "budget met by eviction (strict mode)"
         return stop
+
+    def _decided(self, group: Any, models: int, step: int, target: int, actions: Counter[str], started: float,
+                 done: int) -> None:
+        """After a decision was applied: commit the group when due (each decision alone once a model decides)."""
+        self._disk_dirty = True
+        if group.window_s and self._model_calls() != models:
+            group.window_s = 0.0  # a model decides here: commit every decision from now on
+        if group.commit_if_due():
+            self._tick(step, target, actions, started, done)
 
     def _take_deferred(self, plan: _Plan, step: int, actions: Counter[str], sources: Counter[str],
                        clock: dict[str, float], *, started: float, done: int,
@@ -535,11 +540,7 @@ class Compressor:
                 self._deferred_taken += 1
                 step += 1
                 done += 1
-                self._disk_dirty = True
-                if group.window_s and self._model_calls() != models:
-                    group.window_s = 0.0  # a model decides here: commit every decision from now on
-                if group.commit_if_due():
-                    self._tick(step, target, actions, started, done)
+                self._decided(group, models, step, target, actions, started, done)
             if group.open:
                 group.commit()
                 self._tick(step, target, actions, started, done)
