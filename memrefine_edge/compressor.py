@@ -393,9 +393,14 @@ class Compressor:
             freed = int(plan.before.get("disk_bytes", 0)) - int(report.after["disk_bytes"]) if plan.before else 0
             if self.vacuum and store.compact(freed_bytes=freed):
                 clock["vacuum"] += time.perf_counter() - t
-            # The sizes as the run leaves the file: with its report written (and the VACUUM, if any).
-            report = self._report(run_id, plan, stop, actions, sources, llm_calls, clock)
-            journal.finish_run(run_id, report.as_dict())
+            # The sizes as the run leaves the file: with its report written (and the VACUUM, if any). A
+            # report of another length can move the file across a page: measure again until it holds still.
+            for _ in range(4):
+                written = report
+                report = self._report(run_id, plan, stop, actions, sources, llm_calls, clock)
+                journal.finish_run(run_id, report.as_dict())
+                if report.after == written.after:
+                    break
         return report
 
     def _loop(self, plan: _Plan, actions: Counter[str], sources: Counter[str],

@@ -196,7 +196,7 @@ def test_deferred_preserves_written_before_the_deferrals_table_are_carried_into_
              "Melanie: I painted a sunrise over the water at dawn today.", "Melanie: I painted a sunrise."]
     with MemoryStore(path) as store:
         store.add_many([Entry(id=f"e{i}", content=t) for i, t in enumerate(texts)])
-        method = MemRefineMethod(judge=AlwaysJudge(Decision("delete", "b", source="scorer")))
+        method = MemRefineMethod(judge=AlwaysJudge(Decision("delete", "b", source="scorer")), defer_last_copies=True)
         Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4).run(
             budget_bytes=store.json_bytes() - 1)
         written = store.journal.deferrals()
