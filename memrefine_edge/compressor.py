@@ -518,7 +518,7 @@ class Compressor:
                 if max_decisions is not None and done >= max_decisions:
                     stopped = "stopped after max_decisions (resumable)"
                     break
-                if a_id is None or b_id is None or sim is None or a_id not in store or b_id not in store:
+                if a_id not in store or b_id not in store:
                     continue  # an entry is gone: this delete (or another decision) took it
                 if a_id in self._outsiders.sizes or b_id in self._outsiders.sizes:
                     continue  # added by another writer during the run (the budget check updated the list)

@@ -285,20 +285,29 @@ def test_a_dry_run_does_not_record_a_budget(tmp_path):
     assert db.read_bytes() == raw
 
 
-def test_no_last_copy_check_is_recorded_with_the_run_and_refused_for_rule_methods(tmp_path):
+@pytest.mark.parametrize("flag, option, value, refusals", [
+    ("--no-last-copy-check", "keep_last_copies", False,
+     [(["--method", "rulesim"], "--no-last-copy-check applies to --method memrefine")]),
+    ("--defer-last-copies", "defer_last_copies", True,
+     [(["--method", "rulesim"], "--defer-last-copies applies to --method memrefine"),
+      (["--no-last-copy-check"], "--defer-last-copies needs the last-copy check")]),
+])
+def test_a_last_copy_option_is_recorded_with_the_run_and_refused_where_it_does_not_apply(tmp_path, flag, option,
+                                                                                         value, refusals):
     db = tmp_path / "s.db"
     make_store(db).close()
     runner = CliRunner()
-    result = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.8", "--no-last-copy-check", "--json"],
+    result = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.8", flag, "--json"],
                            catch_exceptions=False, obj=FakeBackends())
     assert result.exit_code == 0, result.output
     run_id = json.loads(result.stdout)["run_id"]
     with MemoryStore(db, create=False) as store:
-        assert store.journal.run(run_id).params["options"]["keep_last_copies"] is False
+        assert store.journal.run(run_id).params["options"][option] is value
     raw = db.read_bytes()
-    refused = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--method", "rulesim",
-                                  "--no-last-copy-check"], obj=FakeBackends())
-    assert refused.exit_code != 0 and "--no-last-copy-check applies to --method memrefine" in refused.output
+    for extra, message in refusals:
+        refused = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", flag, *extra],
+                                obj=FakeBackends())
+        assert refused.exit_code != 0 and message in refused.output, refused.output
     assert db.read_bytes() == raw
 
 
@@ -323,21 +332,3 @@ def test_compress_says_how_many_deletes_were_deferred_and_how_many_it_took(tmp_p
     plain = run("compress", "--db", str(tmp_path / "p.db"), "--budget", "0.5")
     assert plain.exit_code == 0 and "  sources " in plain.stdout and "  deferred" not in plain.stdout
 
-
-def test_defer_last_copies_is_recorded_with_the_run_and_refused_where_it_does_not_apply(tmp_path):
-    db = tmp_path / "s.db"
-    make_store(db).close()
-    runner = CliRunner()
-    result = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.8", "--defer-last-copies", "--json"],
-                           catch_exceptions=False, obj=FakeBackends())
-    assert result.exit_code == 0, result.output
-    run_id = json.loads(result.stdout)["run_id"]
-    with MemoryStore(db, create=False) as store:
-        assert store.journal.run(run_id).params["options"]["defer_last_copies"] is True
-    raw = db.read_bytes()
-    for extra, message in ((["--method", "rulesim"], "--defer-last-copies applies to --method memrefine"),
-                           (["--no-last-copy-check"], "--defer-last-copies needs the last-copy check")):
-        refused = runner.invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--defer-last-copies", *extra],
-                                obj=FakeBackends())
-        assert refused.exit_code != 0 and message in refused.output, refused.output
-    assert db.read_bytes() == raw

@@ -30,20 +30,6 @@ def test_every_decision_is_audited_with_sizes(tmp_path):
         assert sum(report.actions.values()) == report.decisions
 
 
-def test_decisions_can_be_read_for_one_source(tmp_path):
-    with make_store(tmp_path / "s.db") as store:
-        first = compressor(store).run(budget=0.8)
-        second = compressor(store, mode="strict").run(budget=0.4)
-        every = store.journal.decisions()
-        assert len({d.source for d in every}) > 1 and {d.run_id for d in every} == {first.run_id, second.run_id}
-        for source in {d.source for d in every}:
-            assert store.journal.decisions(source=source) == [d for d in every if d.source == source]
-            for run in (first, second):
-                assert store.journal.decisions(run.run_id, source=source) == [
-                    d for d in every if d.source == source and d.run_id == run.run_id]
-        assert store.journal.decisions(source="nobody") == []
-
-
 def test_undo_restores_the_store_exactly(tmp_path):
     with make_store(tmp_path / "u.db") as store:
         before = export(store)

@@ -50,8 +50,8 @@ class Method(abc.ABC):
 
         The engine asks only when the candidate pairs run out (or fall below
         ``min_similarity``) with the store still above budget, for each
-        deferred pair of the run whose two entries are both still live, in the
-        order they were decided, until the budget holds. A delete returned is
+        deferred pair (of this run or an earlier one) whose two entries are
+        both still live, in the order they were decided, until the budget holds. A delete returned is
         applied as a decision of its own, audited as returned; None leaves the
         pair preserved; anything else is a
         :class:`~memrefine_edge.errors.ConfigurationError`. Methods

@@ -250,25 +250,19 @@ class RunJournal:
         unfinished = [r for r in self.runs() if r.status == "running"]
         return unfinished[-1] if unfinished else None
 
-    def decisions(self, run_id: str | None = None, *, source: str | None = None) -> list[DecisionRecord]:
-        """Audited decisions, of one run or of all, in order; only those of ``source`` if given."""
+    def decisions(self, run_id: str | None = None) -> list[DecisionRecord]:
+        """Audited decisions, of one run or of all, in order."""
         # Through the `decisions` view (migration 0006): the one definition of how an audit
         # row reads back, with the ids its action implies filled in and times as ISO text.
         sql = (
             "SELECT run_id, step, a_id, b_id, similarity, action, target, source, reason, merge_instruction,"
             " created_ids, removed_ids, size_before, size_after, latency_ms, at FROM decisions"
         )
-        where: list[str] = []
-        args: list[Any] = []
+        args: tuple[Any, ...] = ()
         if run_id is not None:
-            where.append("run_id = ?")
-            args.append(self.run(run_id).run_id)
-        if source is not None:
-            where.append("source = ?")
-            args.append(source)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        rows = self._db.conn.execute(sql + " ORDER BY rowid", tuple(args)).fetchall()
+            sql += " WHERE run_id = ?"
+            args = (self.run(run_id).run_id,)
+        rows = self._db.conn.execute(sql + " ORDER BY rowid", args).fetchall()
         return [
             DecisionRecord(run_id=r[0], step=r[1], a_id=r[2], b_id=r[3], similarity=r[4], action=r[5], target=r[6],
                            source=r[7], reason=unpack_text(r[8]), merge_instruction=unpack_text(r[9]),
