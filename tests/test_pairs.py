@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import memrefine_edge.pairs as pairs_module
 from memrefine_edge.pairs import PairQueue, pair_scores, similarity_matrix
 from memrefine_edge.store.vectors import decode_embedding, encode_embedding, quantize_embedding
 
@@ -627,3 +628,36 @@ def test_rows_decode_bit_for_bit_as_the_store_reads_them():
     codes, scales = zip(*(quantize_embedding(v) for v in x), strict=True)
     got = _decode(np.stack(codes), np.array(scales, dtype=np.float32))
     assert got.tobytes() == np.stack([decode_embedding(b) for b in blobs]).tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("quantized", [False, True])
+def test_scans_split_over_threads_give_the_same_order(monkeypatch, threads, quantized):
+    # Small scan blocks, so that even this store's row scans are split between threads.
+    monkeypatch.setattr(pairs_module, "SCAN_ROWS", 8)
+    monkeypatch.setattr(pairs_module, "INT_SCAN_ROWS", 16)
+    x = make_data("gauss", 120, 10, 41)
+    ids = [f"e{i}" for i in range(120)]
+    if quantized:
+        target = QuantizedTarget(ids, x, k=2, threads=threads)
+        ref = DecodedNaive(ids, x)
+    else:
+        target, ref = PairQueue(ids, x, k=2, threads=threads), NaiveOrder(ids, x)
+    judge = ScriptedJudge(42, 10)
+    seq = drive(target, ref, judge, dict(zip(ids, x, strict=True)))
+    assert len(seq) > 60 and judge.merges > 0
+
+
+def test_split_covers_every_row_once():
+    seen: list[tuple[int, int]] = []
+    pairs_module._split(100, 8, 3, lambda lo, hi: seen.append((lo, hi)))
+    covered = sorted(r for lo, hi in seen for r in range(lo, hi))
+    assert covered == list(range(100)) and all(lo % 8 == 0 for lo, _ in seen) and len(seen) == 3
+    seen.clear()
+    pairs_module._split(5, 8, 2, lambda lo, hi: seen.append((lo, hi)))
+    assert seen == [(0, 5)]
+
+
+def test_threads_must_be_positive():
+    with pytest.raises(ValueError, match="threads"):
+        PairQueue(["a", "b"], np.eye(2, dtype=np.float32), threads=0)

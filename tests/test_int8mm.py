@@ -1,0 +1,67 @@
+"""Exact int8 products for candidate screening."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memrefine_edge.int8mm import MODEL, int8_products
+
+
+def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a.astype(np.int64) @ b.astype(np.int64).T
+
+
+@pytest.mark.parametrize("m,n,d,threads", [(1, 1, 1, 1), (1, 300, 384, 1), (16, 5000, 384, 1), (37, 91, 12, 0)])
+def test_products_are_exact(m, n, d, threads):
+    rng = np.random.default_rng(m * 1000 + n)
+    a = rng.integers(-128, 128, (m, d), dtype=np.int8)
+    b = rng.integers(-128, 128, (n, d), dtype=np.int8)
+    out = int8_products(a, b, threads=threads)
+    assert out.dtype == np.int32 and out.shape == (m, n)
+    assert np.array_equal(out, _reference(a, b))
+
+
+def test_extreme_codes_do_not_saturate():
+    # Kernels that pair-sum u8 x s8 products in int16 saturate at 2 * 255 * 127; these sums need every bit.
+    d = 384
+    a = np.array([[127] * d, [-128] * d, [127, -128] * (d // 2)], dtype=np.int8)
+    b = np.array([[127] * d, [-128] * d, [-128, 127] * (d // 2), [1] * d], dtype=np.int8)
+    assert np.array_equal(int8_products(a, b), _reference(a, b))
+    assert np.array_equal(int8_products(b, a), _reference(b, a))
+
+
+def test_inputs_are_left_alone_and_views_work():
+    rng = np.random.default_rng(3)
+    x = rng.integers(-127, 128, (50, 16), dtype=np.int8)
+    before = x.copy()
+    out = int8_products(x[10:40], x[::7])  # a slice and a strided view
+    assert np.array_equal(out, _reference(x[10:40], x[::7]))
+    assert np.array_equal(x, before)
+
+
+@pytest.mark.parametrize("a,b", [
+    (np.zeros((2, 3), np.float32), np.zeros((2, 3), np.int8)),
+    (np.zeros((2, 3), np.int8), np.zeros((2, 4), np.int8)),
+    (np.zeros(3, np.int8), np.zeros((2, 3), np.int8)),
+])
+def test_bad_inputs(a, b):
+    with pytest.raises(ValueError, match="int8_products"):
+        int8_products(a, b)
+
+
+def test_the_packaged_model_is_the_documented_one():
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    model = onnx.load_from_string(MODEL)
+    onnx.checker.check_model(model)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["A", "B", "za"], ["Y"])], "int8_products",
+        [helper.make_tensor_value_info("A", TensorProto.UINT8, ["m", "d"]),
+         helper.make_tensor_value_info("B", TensorProto.INT8, ["d", "n"])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT32, ["m", "n"])],
+        initializer=[helper.make_tensor("za", TensorProto.UINT8, [], [128])])
+    want = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], producer_name="memrefine_edge")
+    want.ir_version = 7
+    assert want.SerializeToString() == MODEL
