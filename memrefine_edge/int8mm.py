@@ -53,19 +53,37 @@ def _session(threads: int) -> Any:
         return sess
 
 
-def int8_products(a: np.ndarray, b: np.ndarray, *, threads: int = 1) -> np.ndarray:
+def int8_products(a: np.ndarray, b: np.ndarray, *, threads: int = 1, out: np.ndarray | None = None,
+                  scratch: np.ndarray | None = None) -> np.ndarray:
     """``a @ b.T`` as exact int32 for int8 ``a`` ``(m, d)`` and ``b`` ``(n, d)``.
 
     Cheapest with the long operand as ``a`` (it is only re-offset to uint8; ``b`` is
     transposed). ``threads``: onnxruntime intra-op threads (``0``: ``min(2, cores)``).
+    ``out`` (C-contiguous int32 ``(m, n)``) receives the result, and ``scratch`` (a flat uint8
+    array of at least ``m * d``) holds ``a`` re-offset: buffers a caller reuses, so that a
+    scan in many blocks does not map fresh pages for each (see ``_memory.pin_mmap_threshold``).
     """
     if a.dtype != np.int8 or b.dtype != np.int8 or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"int8_products needs int8 (m, d) and (n, d), got {a.dtype}{a.shape} and "
                          f"{b.dtype}{b.shape}")
+    m, n = a.shape[0], b.shape[0]
+    if out is not None and (out.shape != (m, n) or out.dtype != np.int32 or not out.flags.c_contiguous):
+        raise ValueError(f"int8_products: out must be C-contiguous int32 {(m, n)}, got {out.dtype}{out.shape}")
+    if scratch is not None and (scratch.dtype != np.uint8 or scratch.ndim != 1 or scratch.size < a.size):
+        raise ValueError(f"int8_products: scratch must be a flat uint8 array of at least {a.size}")
     if threads <= 0:
         threads = min(2, os.cpu_count() or 1)
     # uint8 with zero point 128 is the int8 value + 128: flipping the top bit maps one to the other.
-    a_u8 = np.bitwise_xor(a.view(np.uint8), np.uint8(0x80))
+    a_u8 = np.empty(a.shape, dtype=np.uint8) if scratch is None else scratch[: a.size].reshape(a.shape)
+    np.bitwise_xor(a.view(np.uint8), np.uint8(0x80), out=a_u8)
     bt = np.ascontiguousarray(b.T)
-    out: np.ndarray = _session(threads).run(None, {"A": a_u8, "B": bt})[0]
+    sess = _session(threads)
+    if out is None:
+        result: np.ndarray = sess.run(None, {"A": a_u8, "B": bt})[0]
+        return result
+    binding = sess.io_binding()
+    binding.bind_cpu_input("A", a_u8)
+    binding.bind_cpu_input("B", bt)
+    binding.bind_output("Y", "cpu", 0, np.int32, out.shape, out.ctypes.data)
+    sess.run_with_iobinding(binding)
     return out

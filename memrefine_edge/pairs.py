@@ -69,10 +69,10 @@ __all__ = ["PairQueue", "pair_scores", "similarity_matrix"]
 _U32 = 2.0**-24  # float32 unit roundoff
 #: Rows gathered at once for exact re-scoring are kept under this many float32 elements (32 MiB).
 GATHER_ELEMS = 1 << 23
-#: Rows cast from int8 codes to float32 at once by a row scan (6 MiB of float32 at d = 384).
-SCAN_ROWS = 4096
-#: Rows multiplied at once by an integer scan of several rows (6 MiB of codes at d = 384).
-INT_SCAN_ROWS = 16384
+#: Rows cast from int8 codes to float32 at once by a row scan (1.5 MiB of float32 at d = 384).
+SCAN_ROWS = 1024
+#: Rows multiplied at once by an integer scan of several rows (1.5 MiB of codes at d = 384).
+INT_SCAN_ROWS = 4096
 
 _blas_controller: Any = None
 
@@ -369,6 +369,7 @@ class PairQueue:
         self._live = n
         self._grew = False  # whether add() was called (nearest() is then unavailable)
         self.scans = 0  #: rows scanned so far (build + refills + adds); for benchmarks
+        self._bufs: dict[Hashable, np.ndarray] = {}  # reused scratch arrays (see _buf)
         for a_id, b_id in excluded:
             ia, ib = self._pos.get(a_id), self._pos.get(b_id)
             if ia is not None and ib is not None and ia != ib:
@@ -735,7 +736,7 @@ class PairQueue:
         blk = np.asarray(idxs, dtype=np.int64)
         rows = self._row_of[blk]
         q = self._take(rows)
-        sims = np.empty((blk.size, n), dtype=np.float32)
+        sims = self._buf("sims", blk.size * n, np.float32)[: blk.size * n].reshape(blk.size, n)
         if self._scale is None and blk.size == 1:
             # BLAS sgemv on one thread per part: BLAS's own two threads wait on each other when
             # the cores are shared (measured at 10k rows under load: 24 ms against 0.9), and one
@@ -757,11 +758,12 @@ class PairQueue:
             # rows (quiet): 6.1 ms on one thread, 3.9 on two; onnxruntime's integer product (below)
             # takes 10 for one row, as it repacks the whole matrix.
             def cast_dot(lo: int, hi: int) -> None:
-                buf = np.empty((min(hi - lo, SCAN_ROWS), self._d), dtype=np.float32)
+                flat = self._buf(("cast", threading.get_ident()), SCAN_ROWS * self._d, np.float32)
                 for s in range(lo, hi, SCAN_ROWS):
                     e = min(hi, s + SCAN_ROWS)
-                    np.copyto(buf[: e - s], self._x[s:e], casting="unsafe")
-                    np.dot(buf[: e - s], q[0], out=sims[0, s:e])
+                    buf = flat[: (e - s) * self._d].reshape(e - s, self._d)
+                    np.copyto(buf, self._x[s:e], casting="unsafe")
+                    np.dot(buf, q[0], out=sims[0, s:e])
 
             with _one_blas_thread():
                 _split(n, SCAN_ROWS, self._threads, cast_dot)
@@ -774,9 +776,13 @@ class PairQueue:
             codes, qs = self._x[rows], self._scale[rows]
 
             def products(lo: int, hi: int) -> None:
+                me = threading.get_ident()
+                out = self._buf(("int", me), INT_SCAN_ROWS * codes.shape[0], np.int32)
+                scratch = self._buf(("xor", me), INT_SCAN_ROWS * self._d, np.uint8)
                 for s in range(lo, hi, INT_SCAN_ROWS):
                     e = min(hi, s + INT_SCAN_ROWS)
-                    sims[:, s:e] = int8_products(self._x[s:e], codes).T
+                    o = out[: (e - s) * codes.shape[0]].reshape(e - s, codes.shape[0])
+                    sims[:, s:e] = int8_products(self._x[s:e], codes, out=o, scratch=scratch).T
 
             _split(n, INT_SCAN_ROWS, self._threads, products)
             sims *= self._scale[:n]
@@ -794,6 +800,18 @@ class PairQueue:
         """Matrix rows ``lo..hi`` as float32 (decoded when quantised; a view otherwise)."""
         x = self._x[lo:hi]
         return x if self._scale is None else _decode(x, self._scale[lo:hi], out)
+
+    def _buf(self, key: Hashable, size: int, dtype: Any) -> np.ndarray:
+        """A flat scratch array of at least ``size`` elements, kept for reuse under ``key``.
+
+        Scans run in blocks and are many: fresh multi-MB temporaries would each be mapped and
+        faulted in anew (a run pins glibc's mmap threshold at 1 MiB, see ``_memory``), which
+        doubled a row scan's time in a run against a benchmark loop.
+        """
+        arr = self._bufs.get(key)
+        if arr is None or arr.size < size or arr.dtype != dtype:
+            arr = self._bufs[key] = np.empty(size, dtype=dtype)
+        return arr
 
     def _take(self, rows: np.ndarray) -> np.ndarray:
         """Matrix rows ``rows`` as float32 (decoded when quantised)."""
@@ -853,9 +871,12 @@ class PairQueue:
                 j1 = min(n, j0 + w)
                 if band is not None:
                     sims = band @ self._rows(j0, j1).T
-                else:  # int8 codes: exact integer products, then the scales (see _scan)
-                    sims = int8_products(self._x[i0:i1], self._x[j0:j1], threads=self._threads).astype(np.float32)
-                    sims *= self._scale[i0:i1, None]  # type: ignore[index]
+                else:  # int8 codes: exact integer products, then the scales (see _scan), in kept buffers
+                    cells = (i1 - i0) * (j1 - j0)
+                    ints = self._buf("tile", h * w, np.int32)[:cells].reshape(i1 - i0, j1 - j0)
+                    int8_products(self._x[i0:i1], self._x[j0:j1], threads=self._threads, out=ints)
+                    sims = self._buf("tile32", h * w, np.float32)[:cells].reshape(i1 - i0, j1 - j0)
+                    np.multiply(ints, self._scale[i0:i1, None], out=sims, casting="unsafe")  # type: ignore[index]
                     sims *= self._scale[j0:j1]  # type: ignore[index]
                 d = np.arange(max(i0, j0), min(i1, j1))
                 sims[d - i0, d - j0] = NEG_INF  # an entry is not its own partner
@@ -877,6 +898,7 @@ class PairQueue:
                 for pool in pools:
                     if pool.pooled > 2 * self._slots * (pool.hi - pool.lo) + 4096:
                         self._prune(pool, low, margin)
+        self._bufs.clear()  # the tiles' buffers: the build's alone
         for pool in pools:
             self._prune(pool, low, margin)
             r, c = pool.r[0], pool.c[0]  # sorted by row

@@ -65,3 +65,27 @@ def test_the_packaged_model_is_the_documented_one():
     want = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], producer_name="memrefine_edge")
     want.ir_version = 7
     assert want.SerializeToString() == MODEL
+
+
+def test_results_go_into_given_buffers():
+    rng = np.random.default_rng(9)
+    a = rng.integers(-128, 128, (40, 24), dtype=np.int8)
+    b = rng.integers(-128, 128, (7, 24), dtype=np.int8)
+    out = np.full((40, 7), -1, dtype=np.int32)
+    scratch = np.zeros(2000, dtype=np.uint8)
+    got = int8_products(a, b, out=out, scratch=scratch)
+    assert got is out and np.array_equal(out, _reference(a, b))
+    again = int8_products(a[:5], b, out=out[:5], scratch=scratch)  # a leading slice of out is contiguous
+    assert np.array_equal(again, _reference(a[:5], b))
+
+
+@pytest.mark.parametrize("kw", [
+    {"out": np.zeros((3, 2), np.int32)},
+    {"out": np.zeros((4, 2), np.int64)},
+    {"out": np.zeros((2, 4), np.int32).T},
+    {"scratch": np.zeros(5, np.uint8)},
+    {"scratch": np.zeros(40, np.int8)},
+])
+def test_bad_buffers(kw):
+    with pytest.raises(ValueError, match="int8_products"):
+        int8_products(np.zeros((4, 10), np.int8), np.zeros((2, 10), np.int8), **kw)
