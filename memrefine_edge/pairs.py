@@ -875,7 +875,8 @@ class PairQueue:
                     cells = (i1 - i0) * (j1 - j0)
                     ints = self._buf("tile", h * w, np.int32)[:cells].reshape(i1 - i0, j1 - j0)
                     int8_products(self._x[i0:i1], self._x[j0:j1], threads=self._threads, out=ints)
-                    sims = self._buf("tile32", h * w, np.float32)[:cells].reshape(i1 - i0, j1 - j0)
+                    # float32 in place of the int32 products (same size, elementwise: one buffer)
+                    sims = ints.view(np.float32)
                     np.multiply(ints, self._scale[i0:i1, None], out=sims, casting="unsafe")  # type: ignore[index]
                     sims *= self._scale[j0:j1]  # type: ignore[index]
                 d = np.arange(max(i0, j0), min(i1, j1))
