@@ -109,6 +109,8 @@ def _split(n: int, step: int, parts: int, fn: Callable[[int, int], None]) -> Non
         if _pool_size < parts - 1:
             from concurrent.futures import ThreadPoolExecutor
 
+            if _pool is not None:
+                _pool.shutdown(wait=False)  # a larger pool replaces it: its idle threads end
             _pool = ThreadPoolExecutor(max_workers=parts - 1, thread_name_prefix="memrefine-scan")
             _pool_size = parts - 1
     cuts = [min(n, (blocks * i // parts) * step) for i in range(parts + 1)]
@@ -755,8 +757,8 @@ class PairQueue:
             # decoded rows' products, but within the same screening margin: the float32 sum errs
             # by at most d·u32·|q||v| and the scaling and the decoding by u32 each, while the
             # margin allows 2·(d + 2)·u32·|a||v|; final scores are exact on decoded rows. At 100k
-            # rows (quiet): 6.1 ms on one thread, 3.9 on two; onnxruntime's integer product (below)
-            # takes 10 for one row, as it repacks the whole matrix.
+            # rows (quiet, this method): about 7 ms on one thread, 4 on two; onnxruntime's integer
+            # product (below) takes 10 for one row, as it repacks the whole matrix.
             def cast_dot(lo: int, hi: int) -> None:
                 flat = self._buf(("cast", threading.get_ident()), SCAN_ROWS * self._d, np.float32)
                 for s in range(lo, hi, SCAN_ROWS):
@@ -771,8 +773,8 @@ class PairQueue:
         else:
             # Several quantised rows: exact int32 products of the codes (onnxruntime's integer
             # kernels; |sum| <= d·127² < 2**24, so exact in float32 too), then both scales: within
-            # two float32 roundings of the decoded rows' product. 16 rows at 100k rows (quiet):
-            # 12 ms on one thread, against 35 for the float32 cast and sgemm.
+            # two float32 roundings of the decoded rows' product. 16 rows at 100k rows (quiet,
+            # this method): 9-10 ms on one thread, 6.5-7 on two, against 35 for the float32 cast and sgemm.
             codes, qs = self._x[rows], self._scale[rows]
 
             def products(lo: int, hi: int) -> None:
