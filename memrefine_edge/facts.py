@@ -198,8 +198,13 @@ def strip_speaker(text: str) -> tuple[str | None, str]:
     return None, text
 
 
+@lru_cache(maxsize=4096)
 def normalise(text: str) -> str:
-    """Case-, punctuation- and whitespace-insensitive form used for duplicate tests."""
+    """Case-, punctuation- and whitespace-insensitive form used for duplicate tests.
+
+    Cached: the judge normalises both texts of every pair it is shown, and on
+    a large store the same entries come back pair after pair.
+    """
     text = text.lower().replace("\u2019", "'")
     text = re.sub(r"[^\w\s]", " ", text)
     return " ".join(text.split())
@@ -312,9 +317,11 @@ def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool
             if c_names:
                 # A name alone in its clause, or next to greetings/thanks and
                 # nothing else, is a vocative ("Thanks, Maria!", "Bye Joanna").
-                rest = [t.lower().replace("'", "") for t in toks if t.lower().replace("'", "") not in c_names]
-                vocative = not c_other and (not rest or any(r in _VOCATIVE_CUES for r in rest)) and all(
-                    _is_filler_word(r) for r in rest)
+                vocative = False
+                if not c_other:  # only then can it be a vocative: the rest of the clause is read only here
+                    rest = [r for r in (t.lower().replace("'", "") for t in toks) if r not in c_names]
+                    vocative = (not rest or any(r in _VOCATIVE_CUES for r in rest)) and all(
+                        _is_filler_word(r) for r in rest)
                 if not vocative:
                     names.update(c_names)
                     all_filler = False
@@ -404,7 +411,7 @@ def fact_overlap(a: str | Facts, b: str | Facts) -> float:
 def surface_forms(text: str) -> dict[str, str]:
     """Map each word's stem (and lower-cased form) to how it is written in ``text``."""
     out: dict[str, str] = {}
-    for tok in _TOKEN.findall(text):
+    for tok in dict.fromkeys(_TOKEN.findall(text)):  # first occurrences, in order: a long merged text repeats
         low = tok.lower().replace("\u2019", "'")
         out.setdefault(low.replace("'", ""), tok)
         out.setdefault(stem(low), tok)

@@ -112,9 +112,11 @@ def _attributed(text: str) -> list[str]:
     return [" ".join(sentences)] if sentences else []
 
 
-def concat_merge(a: str, b: str) -> MergedEntry:
-    """Deterministic merge: the fact sentences of A, then those of B that A does not already cover."""
+def _concat_content(a: str, b: str, *, limit: int | None = None) -> str | None:
+    """The text :func:`concat_merge` writes; None as soon as it is known to be longer than ``limit``."""
     parts = _attributed(a)
+    if limit is not None and parts and len(parts[0].strip()) > limit:
+        return None  # A's fact sentences are always kept: the concatenation is longer still
     speaker_a, _ = strip_speaker(a)
     speaker_b, _ = strip_speaker(b)
     for part in _attributed(b):
@@ -125,6 +127,13 @@ def concat_merge(a: str, b: str) -> MergedEntry:
     content = " ".join(p for p in parts if p).strip()
     if not content:  # both entries were filler: keep the shorter as is
         content = min((a.strip(), b.strip()), key=len) or "(empty)"
+    return None if limit is not None and len(content) > limit else content
+
+
+def concat_merge(a: str, b: str) -> MergedEntry:
+    """Deterministic merge: the fact sentences of A, then those of B that A does not already cover."""
+    content = _concat_content(a, b)
+    assert content is not None  # no limit given
     return MergedEntry(content=content, keywords=default_keywords(content), source="concat")
 
 
@@ -230,7 +239,10 @@ class GuardedMerger(Merger):
             if merged is None and self.fallback == "raise":
                 self.stats["failures"] += 1
                 raise MergeOutputError("merger output invalid twice", raw=last.raw if last else "")
-        fallback = concat_merge(a, b)
+        # The concatenation is the fallback and the yardstick of a repair. Its keywords (and its
+        # fact check) wait until it is used: a pair of long entries often gives one over the
+        # limit, known from its length alone.
+        fallback = _concat_content(a, b, limit=MAX_MERGED_CHARS)
         if merged is not None and self.invented(merged.content, a, b):
             self.stats["invalid_outputs"] += 1  # made-up names/numbers: not a usable merge
             merged = None
@@ -239,20 +251,20 @@ class GuardedMerger(Merger):
                 return merged
             repaired = self._repair(merged, a, b)
             # A repair longer than the plain concatenation saves nothing over it.
-            if (repaired is not None and len(repaired.content) <= len(fallback.content)
-                    and len(repaired.content) <= MAX_MERGED_CHARS):
+            if (repaired is not None and len(repaired.content) <= MAX_MERGED_CHARS
+                    and (fallback is None or len(repaired.content) <= len(fallback))):
                 self.stats["repairs"] += 1
                 return repaired
         self.stats["fallbacks"] += 1
-        if self.missing(fallback.content, a, b):
+        if fallback is None:
+            self.stats["failures"] += 1
+            raise MergeOutputError(f"a merge that keeps both entries' facts would be longer than "
+                                   f"{MAX_MERGED_CHARS:,} characters; preserve the pair", raw="")
+        if self.missing(fallback, a, b):
             self.stats["failures"] += 1
             raise MergeOutputError("no merge carries the facts of both entries; preserve the pair",
                                    raw=merged.content if merged else "")
-        if len(fallback.content) > MAX_MERGED_CHARS:
-            self.stats["failures"] += 1
-            raise MergeOutputError(f"a merge that keeps both entries' facts takes {len(fallback.content):,} "
-                                   f"characters, over {MAX_MERGED_CHARS:,}; preserve the pair", raw="")
-        return fallback
+        return MergedEntry(content=fallback, keywords=default_keywords(fallback), source="concat")
 
     def _repair(self, merged: MergedEntry, a: str, b: str) -> MergedEntry | None:
         # Append, sentence by sentence, the source sentences holding facts the

@@ -136,6 +136,25 @@ def test_merge_longer_than_the_limit_is_refused_not_cut():
         GuardedMerger(None).merge(a, b, "")
 
 
+def test_concatenation_known_too_long_is_refused_as_the_full_one_would_be():
+    from memrefine_edge.merger import MAX_MERGED_CHARS, _concat_content
+
+    long_a = "Caroline: " + " ".join(f"She kept topic{i} with detail{i * 7}." for i in range(MAX_MERGED_CHARS // 30))
+    short = "Caroline: She visited Oslo in 2021 with Ben."
+    cases = [(long_a, short), (short, long_a), (short, "Melanie: The festival is in May."), ("Hi!", "Thanks!"),
+             (long_a, long_a + " Also Oslo.")]
+    for a, b in cases:
+        full = _concat_content(a, b)
+        assert full == concat_merge(a, b).content
+        for limit in (len(full) - 1, len(full), MAX_MERGED_CHARS):
+            assert _concat_content(a, b, limit=limit) == (full if len(full) <= limit else None)
+    assert len(long_a) > MAX_MERGED_CHARS  # A's facts alone are over the limit: refused before B is read
+    merger = GuardedMerger(None)
+    with pytest.raises(MergeOutputError, match="longer than 8,000 characters; preserve the pair"):
+        merger.merge(long_a, short, "")
+    assert merger.stats["failures"] == 1 and merger.stats["fallbacks"] == 1
+
+
 def test_long_entry_merge_chain_in_a_real_store_keeps_every_fact(tmp_path):
     from memrefine_edge.compressor import Compressor
     from memrefine_edge.importers import import_file
