@@ -8,20 +8,11 @@ transaction with its effects and the run's cursor (see
 it stopped when the same command is given again.
 
 Deferred deletes: a method may preserve a pair for now with
-``source="deferred"`` (the memrefine method does so with ``defer_last_copies``
-when the judge's delete would take the store's last copy of a specific word,
-:mod:`memrefine_edge.lastcopy`).
-When the candidate pairs run out with the store still above budget, in
-either mode, the run takes those deletes after all: the *deferred phase*
-reads the deferred pairs of every run on the store (kept in the journal,
-:meth:`RunJournal.deferrals`) in the order they were decided and, for each
-whose two entries are both still live and the run's
-own, asks the method again (:meth:`Method.deferred`) and applies the delete
-it returns as a decision of its own, until the budget holds. A run that
-meets its budget with the candidate pairs never takes a deferred delete.
-The phase depends only on the journal and the live entries, so a run
-resumed during it (or before it) takes the same deletes: a pair whose
-delete was already applied has an entry gone and is skipped.
+``source="deferred"`` (the memrefine method does so with ``defer_last_copies``,
+:mod:`memrefine_edge.lastcopy`). When the candidate pairs run out with the
+store still above budget, in either mode, the run takes those deletes after
+all until the budget holds: the *deferred phase* (:mod:`memrefine_edge.deferred`).
+A run that meets its budget with the candidate pairs never takes a deferred delete.
 
 Budget modes:
 
@@ -32,42 +23,24 @@ Budget modes:
 ``strict``
     The budget is hard. When candidates and deferred deletes run out above
     budget, entries are evicted one at a time, each eviction audited, least
-    valuable first:
-
-    1. pure filler (:func:`~memrefine_edge.facts.is_filler`), oldest first;
-    2. then the most *redundant* entry left: the highest
-       ``cos(entry, its nearest live neighbour) + EVICT_SIZE_WEIGHT * ln(bytes)``
-       (bytes: the entry's JSON size without links), recomputed as
-       neighbours go, so of two near-duplicates one goes and the other,
-       then alone, stays; ties go to the oldest. The size term makes a long
-       entry go before a short one equally well covered: it frees more
-       budget, and a short entry leaves more room in a reader's context.
-
-    The last live entry that fits the budget alone is never evicted (the
-    entry this order values most among those that fit), so the loop ends at
-    or under the budget; a budget below the smallest entry is an error
-    before anything changes. Each choice depends only on the live
-    entries, so a run resumed mid-eviction takes the same order. Cost: one
-    more neighbour-list build (as the candidate queue's: half an n x n
-    product) and a rescan of one row when all k neighbours on its list are
-    gone. ``EVICT_SIZE_WEIGHT`` was chosen on four LoCoMo dev
-    conversations and checked on the other three
-    (``bench/results/eval/strict_*``).
+    valuable first (:mod:`memrefine_edge.eviction`), so the loop ends at or
+    under the budget; a budget below the smallest entry is an error before
+    anything changes.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._memory import pin_mmap_threshold, release_free_memory
 from .budget import resolve_target
 from .decision import Decision
+from .deferred import take_deferred
 from .errors import (
     BudgetError,
     ConfigurationError,
@@ -75,11 +48,13 @@ from .errors import (
     MergeOutputError,
     ResumeError,
     RunInterruptedError,
-    RunLockedError,
 )
+from .eviction import evict_to_budget
 from .merger import build_merged_entry, merged_entry_id
 from .methods import Method, PairContext, get_method
+from .report import CompressionReport, Progress
 from .store import METRICS, Entry, MemoryStore, RunLock, quantize_embedding
+from .upkeep import Upkeep
 
 if TYPE_CHECKING:  # pragma: no cover
     from .backends.encoder import Encoder
@@ -89,63 +64,6 @@ __all__ = ["Compressor", "CompressionReport", "Progress", "RunLock", "Upkeep", "
            "build_merged_entry", "resolve_target"]
 
 MODES = ("paper", "strict")
-
-#: Strict-mode eviction: weight of ln(entry bytes) against the nearest-neighbour cosine
-#: (chosen on held-in LoCoMo conversations; see the module docstring).
-EVICT_SIZE_WEIGHT = 0.1
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What a progress callback receives after each commit (of one decision, or of a group).
-
-    ``step`` decisions of the run are then durable."""
-
-    step: int
-    size: int
-    target: int
-    counts: dict[str, int]
-    pairs_per_s: float
-    eta_s: float | None
-
-
-@dataclass
-class CompressionReport:
-    """The end report of a run (also stored with the run)."""
-
-    run_id: str | None
-    method: str
-    metric: str
-    mode: str
-    target_bytes: int
-    before: dict[str, int]
-    after: dict[str, int]
-    budget_met: bool
-    stop_reason: str
-    actions: dict[str, int] = field(default_factory=dict)
-    sources: dict[str, int] = field(default_factory=dict)
-    llm_calls: int = 0
-    decisions: int = 0
-    resumed: bool = False
-    seconds: dict[str, float] = field(default_factory=dict)
-    #: Entries other writers added while the run went on: ``{"entries": n, "bytes": size}``.
-    added_during_run: dict[str, int] = field(default_factory=dict)
-    #: Deferred deletes the run took to meet its budget (also in ``actions`` and ``sources``; the pairs
-    #: deferred are the preserves of source ``deferred``).
-    deferred_taken: int = 0
-
-    @property
-    def realized_ratio(self) -> float:
-        """Size after / size before, in the run's metric."""
-        key = f"{self.metric}_bytes"
-        return self.after[key] / self.before[key] if self.before[key] else 1.0
-
-    def as_dict(self) -> dict[str, Any]:
-        out = dict(self.__dict__)
-        out["realized_ratio"] = round(self.realized_ratio, 6)
-        out["realized_ratio_json"] = round(self.after["json_bytes"] / max(1, self.before["json_bytes"]), 6)
-        out["realized_ratio_disk"] = round(self.after["disk_bytes"] / max(1, self.before["disk_bytes"]), 6)
-        return out
 
 
 @dataclass
@@ -476,14 +394,14 @@ class Compressor:
         if not self._over(target):
             return stop
         taken = self._deferred_taken
-        step, done_here, stopped = self._take_deferred(plan, step, actions, sources, clock, started=started,
-                                                       done=done_here, max_decisions=max_decisions)
+        step, done_here, stopped = take_deferred(self, plan, step, actions, sources, clock, started=started,
+                                                 done=done_here, max_decisions=max_decisions)
         if stopped:
             return stopped
         if not self._over(target):
             return "budget met by deferred deletes" if self._deferred_taken > taken else "budget met"
         if plan.mode == "strict":
-            self._evict(plan.run_id, step, target, actions, sources, started=started, done=done_here)
+            evict_to_budget(self, plan.run_id, step, target, actions, sources, started=started, done=done_here)
             stop = "budget met by eviction (strict mode)"
         return stop
 
@@ -495,61 +413,6 @@ class Compressor:
             group.window_s = 0.0  # a model decides here: commit every decision from now on
         if group.commit_if_due():
             self._tick(step, target, actions, started, done)
-
-    def _take_deferred(self, plan: _Plan, step: int, actions: Counter[str], sources: Counter[str],
-                       clock: dict[str, float], *, started: float, done: int,
-                       max_decisions: int | None) -> tuple[int, int, str | None]:
-        """The deferred phase (see the module docstring): take deferred deletes until the budget holds.
-
-        Returns the next step, the decisions made in this session, and why it
-        stopped early (``max_decisions``; the run stays resumable) or None.
-        """
-        assert plan.run_id is not None
-        store, journal, target = self.store, self.store.journal, plan.target
-        # Every run's deferrals whose entries are live: a chained or repeated compression (or an
-        # upkeep pass) may need the bytes an earlier run deferred.
-        pending = journal.deferrals(live=True)
-        stopped = None
-        with store.grouped(window_s=self.commit_window_s) as group:  # as the loop commits
-            models = self._model_calls()
-            for a_id, b_id, sim in pending:
-                if not self._over(target):
-                    break
-                if max_decisions is not None and done >= max_decisions:
-                    stopped = "stopped after max_decisions (resumable)"
-                    break
-                if a_id not in store or b_id not in store:
-                    continue  # an entry is gone: this delete (or another decision) took it
-                if a_id in self._outsiders.sizes or b_id in self._outsiders.sizes:
-                    continue  # added by another writer during the run (the budget check updated the list)
-                try:
-                    a, b = store.get(a_id), store.get(b_id)
-                    t = time.perf_counter()
-                    decision = self.method.deferred(PairContext(a=a, b=b, similarity=sim, store=store))
-                    latency = (time.perf_counter() - t) * 1000
-                    clock["judge"] += latency / 1000
-                    if decision is None:
-                        continue
-                    if decision.action != "delete":
-                        raise ConfigurationError(f"method {self.method.name!r}: deferred() returned a "
-                                                 f"{decision.action}; it may return a delete or None")
-                    t = time.perf_counter()
-                    effect = journal.apply(plan.run_id, step, (a_id, b_id, sim), decision, metric=self._metric,
-                                           latency_ms=latency)
-                except EntryNotFoundError:
-                    continue  # removed by another connection meanwhile: nothing written
-                self.method.applied([a if effect.removed[0] == a_id else b], None)
-                clock["apply"] += time.perf_counter() - t
-                actions["delete"] += 1
-                sources[decision.source] += 1
-                self._deferred_taken += 1
-                step += 1
-                done += 1
-                self._decided(group, models, step, target, actions, started, done)
-            if group.open:
-                group.commit()
-                self._tick(step, target, actions, started, done)
-        return step, done, stopped
 
     def _decide_and_apply(self, run_id, step, pair, queue, clock) -> tuple[str, str]:
         store, journal = self.store, self.store.journal
@@ -611,100 +474,6 @@ class Compressor:
             clock["merge"] += time.perf_counter() - t
         return build_merged_entry(a, b, content=out.content, keywords=tuple(out.keywords))
 
-    def _evict(self, run_id: str, step: int, target: int, actions: Counter[str], sources: Counter[str], *,
-               started: float, done: int) -> int:
-        """Strict mode: evict in value order (see module docstring) until the budget holds.
-
-        Each choice is a function of the live entries alone (their content,
-        sizes and vectors), so a run resumed mid-eviction continues in the
-        order the interrupted one would have taken. The last live entry that
-        fits the budget on its own is never evicted (the one this order
-        values most among those that fit), so the loop always ends at or
-        under a budget that passed :meth:`target_bytes`.
-        """
-        import heapq
-        import math
-        from dataclasses import replace
-
-        from .entry import json_size
-        from .facts import is_filler
-        from .pairs import PairQueue
-
-        store, metric = self.store, self._metric
-        outsiders = set(self._outsiders.sizes)  # added by others during the run: not ours to evict
-        # entries() yields insertion order: the position is the seq order (oldest first).
-        ours = [e for e in store.entries() if e.id not in outsiders]
-        size = {e.id: json_size(replace(e, links=())) for e in ours}  # links come and go with neighbours
-        gone: set[str] = set()
-        fits: dict[str, bool] = {}  # whether a store of this entry alone is within the target (never changes)
-        scan, witness = 0, None  # a live entry known to fit alone, found by scanning ``ours`` once
-
-        def may_evict(entry_id: str) -> bool:
-            """False only for the last live entry that fits the budget alone (a function of the live set)."""
-            nonlocal scan, witness
-            if witness is not None and witness != entry_id and witness not in gone:
-                return True
-            while scan < len(ours):  # entries passed are gone, too large, or were the candidate then
-                other = ours[scan].id
-                if other != entry_id and other not in gone and self._fits(other, target, fits):
-                    witness = other
-                    return True
-                scan += 1
-            if self._fits(entry_id, target, fits):
-                witness = entry_id
-                return False
-            return True
-
-        def evict(entry_id: str, why: str) -> None:
-            nonlocal step, done
-            gone.add(entry_id)
-            store.journal.apply_evict(run_id, step, entry_id, reason=f"strict budget: {why}", metric=metric)
-            self._disk_dirty = True
-            actions["evict"] += 1
-            sources["evict"] += 1
-            step += 1
-            done += 1
-            self._tick(step, target, actions, started, done)  # evictions report progress like decisions
-
-        for e in ours:
-            if not self._over(target):
-                return step
-            if is_filler(e.content) and may_evict(e.id):
-                evict(e.id, "pure filler")
-        ours = [e for e in ours if e.id not in gone]
-        if not self._over(target):
-            return step
-        # Redundancy: each entry's nearest live neighbour, kept up to date as entries go.
-        ids, matrix, scales = self._vectors()
-        pos = {e.id: p for p, e in enumerate(ours)}
-        rows = [r for r, i in enumerate(ids) if i in pos]
-        if len(rows) != len(ids):
-            matrix, scales = matrix[rows], None if scales is None else scales[rows]
-        queue = PairQueue([ids[r] for r in rows], matrix, scales=scales, k=self.k, writable=True)
-        del matrix, scales
-        release_free_memory()
-
-        def key(entry_id: str) -> tuple[float, int, str, str | None, float]:
-            near = queue.nearest(entry_id) if entry_id in queue else None
-            cos = near[1] if near is not None else -1.0  # alone, or not embedded: nothing covers it
-            value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, size[entry_id]))
-            return (-value, pos[entry_id], entry_id, None if near is None else str(near[0]), cos)
-
-        heap = [key(e.id) for e in ours]
-        heapq.heapify(heap)
-        while heap and self._over(target):
-            _, _, entry_id, near, cos = heapq.heappop(heap)
-            if near is not None and near not in queue:  # its nearest has gone: its value fell, look again
-                heapq.heappush(heap, key(entry_id))
-                continue
-            if not may_evict(entry_id):
-                continue  # stays, and is never asked again
-            if entry_id in queue:
-                queue.remove(entry_id)
-            covered = f"nearest {near} at cos {cos:.3f}" if near is not None else "no neighbour"
-            evict(entry_id, f"most redundant left ({covered}), {size[entry_id]} bytes")
-        return step
-
     def _vectors(self) -> tuple[list[str], Any, Any]:
         """Ids and the embeddings of this encoder, as stored: int8 codes and their scales (38 MB at
         100k entries where float32 takes 154 MB; a queue decodes them bit for bit as the store does),
@@ -714,12 +483,6 @@ class Compressor:
             return codes
         ids, matrix = self.store.embeddings(model_id=self.encoder.model_id)
         return ids, matrix, None
-
-    def _fits(self, entry_id: str, target: int, cache: dict[str, bool]) -> bool:
-        """Whether a store of this entry alone is within ``target`` (measured once per entry)."""
-        if entry_id not in cache:
-            cache[entry_id] = self.store.solo_size(entry_id, self._metric) <= target
-        return cache[entry_id]
 
     # --- reporting -----------------------------------------------------------
 
@@ -774,87 +537,3 @@ class Compressor:
 def _describe(params: dict[str, Any]) -> str:
     budget = f"budget {params['budget']}" if params.get("budget") is not None else f"{params.get('budget_bytes')} bytes"
     return f"method {params.get('method')}, {budget}, metric {params.get('metric')}, mode {params.get('mode')}"
-
-
-class Upkeep:
-    """Keep a store under a size by itself, as entries are added (off unless installed).
-
-    Watermarks, in bytes of the compressor's metric: when an add takes the
-    store above ``high_bytes``, a compression pass runs down to
-    ``low_bytes`` (a gap between the two keeps passes rare). Without
-    watermarks, the store's standing budget (:mod:`memrefine_edge.budget`)
-    is the high one and ``headroom`` below it the low one, read at every add,
-    so ``memrefine budget set`` changes them for a running assistant; with no
-    standing budget (or one in another metric) no pass runs. Install it with
-    :meth:`install`; every pass is an ordinary audited, undoable run.
-
-    An add never fails because of upkeep's own circumstances: while another
-    process compresses the store, or while an interrupted run with other
-    arguments waits on it (a crashed ``memrefine compress``), the pass is
-    skipped. In the second case :attr:`blocked_by` names that run and a
-    ``RuntimeWarning`` is issued once per run: finish it or undo it, and the
-    next add above the watermark compresses again.
-    """
-
-    def __init__(self, compressor: Compressor, *, high_bytes: int | None = None, low_bytes: int | None = None,
-                 headroom: float = 0.1) -> None:
-        if (high_bytes is None) != (low_bytes is None):
-            raise BudgetError("give both high_bytes and low_bytes, or neither (the store's standing budget)")
-        if high_bytes is not None and not 0 < low_bytes <= high_bytes:  # type: ignore[operator]
-            raise BudgetError(f"need 0 < low_bytes <= high_bytes, got low {low_bytes!r}, high {high_bytes!r}")
-        if not 0 <= headroom < 1:
-            raise BudgetError(f"headroom must be in [0, 1), got {headroom!r}")
-        self.headroom = headroom
-        self.compressor = compressor
-        self.high_bytes = high_bytes
-        self.low_bytes = low_bytes
-        self.reports: list[CompressionReport] = []
-        #: The interrupted run that made the last pass skip, or None.
-        self.blocked_by: str | None = None
-        self._running = False
-
-    def install(self) -> "Upkeep":
-        """Hook into the compressor's store; returns self."""
-        self.compressor.store.after_add.append(self)
-        return self
-
-    def uninstall(self) -> None:
-        """Remove the hook."""
-        self.compressor.store.after_add.remove(self)
-
-    def watermarks(self, store: MemoryStore) -> tuple[int, int] | None:
-        """``(high, low)`` in bytes now: the given ones, or from the standing budget (None: no budget)."""
-        if self.high_bytes is not None and self.low_bytes is not None:
-            return self.high_bytes, self.low_bytes
-        from .budget import get_budget
-
-        standing = get_budget(store)
-        if standing is None or standing.metric != self.compressor.metric:
-            return None
-        return standing.bytes, max(1, int(standing.bytes * (1 - self.headroom)))
-
-    def __call__(self, store: MemoryStore) -> CompressionReport | None:
-        # A merge inside the pass adds an entry too: never start a pass from within one.
-        if self._running:
-            return None
-        marks = self.watermarks(store)
-        if marks is None or store.running_size(self.compressor.metric) <= marks[0]:
-            return None
-        self._running = True
-        try:
-            report = self.compressor.run(budget_bytes=marks[1])
-        except RunLockedError:
-            # Another process is compressing this store: the add is committed and
-            # must not look failed; the next add above the watermark tries again.
-            return None
-        except RunInterruptedError as exc:
-            # Not ours to finish or undo: that run has its own method and budget.
-            if self.blocked_by != exc.run_id:
-                warnings.warn(f"memory upkeep skipped: {exc}", RuntimeWarning, stacklevel=2)
-            self.blocked_by = exc.run_id
-            return None
-        finally:
-            self._running = False
-        self.blocked_by = None
-        self.reports.append(report)
-        return report

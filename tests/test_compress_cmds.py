@@ -312,7 +312,7 @@ def test_a_last_copy_option_is_recorded_with_the_run_and_refused_where_it_does_n
 
 
 def test_compress_says_how_many_deletes_were_deferred_and_how_many_it_took(tmp_path):
-    from test_compressor import Deferring
+    from test_deferred import Deferring
 
     db = tmp_path / "s.db"
     make_store(db, n=30, seed=1).close()

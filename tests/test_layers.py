@@ -20,6 +20,7 @@ PKG = Path(__file__).resolve().parents[1] / "memrefine_edge"
 LAYERS: list[list[str]] = [
     ["errors", "_memory"],
     ["entry", "decision", "similarity", "int8mm"],
+    ["pairs_scan"],
     ["pairs"],
     ["facts"],
     ["store.schema", "store.lock", "store.files"],
@@ -36,6 +37,8 @@ LAYERS: list[list[str]] = [
     ["methods.base"],
     ["methods.memrefine", "methods.rules"],
     ["methods"],
+    ["report"],
+    ["deferred", "eviction", "upkeep"],
     ["compressor"],
     ["pipeline"],
     ["testing"],

@@ -185,7 +185,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
             self._db.conn.close()
             raise
         self._journal: RunJournal | None = None
-        #: Called with the store after every committed add (see compressor.Upkeep).
+        #: Called with the store after every committed add (see upkeep.Upkeep).
         self.after_add: list[Callable[["MemoryStore"], object]] = []
 
     # --- lifecycle -----------------------------------------------------------

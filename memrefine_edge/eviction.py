@@ -1,0 +1,146 @@
+"""Strict-mode eviction: the budget is hard, and no candidate pair is left to judge.
+
+In ``strict`` mode (:class:`~memrefine_edge.compressor.Compressor`), a run that is still above
+its budget when the candidate pairs and the deferred deletes run out evicts entries
+one at a time, each eviction audited, least valuable first:
+
+1. pure filler (:func:`~memrefine_edge.facts.is_filler`), oldest first;
+2. then the most *redundant* entry left: the highest
+   ``cos(entry, its nearest live neighbour) + EVICT_SIZE_WEIGHT * ln(bytes)``
+   (bytes: the entry's JSON size without links), recomputed as
+   neighbours go, so of two near-duplicates one goes and the other,
+   then alone, stays; ties go to the oldest. The size term makes a long
+   entry go before a short one equally well covered: it frees more
+   budget, and a short entry leaves more room in a reader's context.
+
+The last live entry that fits the budget alone is never evicted (the
+entry this order values most among those that fit), so the loop ends at
+or under the budget; a budget below the smallest entry is an error
+before anything changes. Each choice depends only on the live
+entries, so a run resumed mid-eviction takes the same order. Cost: one
+more neighbour-list build (as the candidate queue's: half an n x n
+product) and a rescan of one row when all k neighbours on its list are
+gone. ``EVICT_SIZE_WEIGHT`` was chosen on four LoCoMo dev
+conversations and checked on the other three
+(``bench/results/eval/strict_*``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ._memory import release_free_memory
+from .entry import json_size
+from .facts import is_filler
+from .pairs import PairQueue
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .compressor import Compressor
+
+__all__ = ["EVICT_SIZE_WEIGHT", "evict_to_budget"]
+
+
+#: Strict-mode eviction: weight of ln(entry bytes) against the nearest-neighbour cosine
+#: (chosen on held-in LoCoMo conversations; see the module docstring).
+EVICT_SIZE_WEIGHT = 0.1
+
+
+def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actions: Counter[str],
+                    sources: Counter[str], *, started: float, done: int) -> int:
+    """Strict mode: evict in value order (see module docstring) until the budget holds.
+
+    Each choice is a function of the live entries alone (their content,
+    sizes and vectors), so a run resumed mid-eviction continues in the
+    order the interrupted one would have taken. The last live entry that
+    fits the budget on its own is never evicted (the one this order
+    values most among those that fit), so the loop always ends at or
+    under a budget that passed :meth:`Compressor.target_bytes`.
+
+    ``comp`` is the running compressor: its store, the run's metric and outsiders, and its
+    budget check and progress report. Returns the next step.
+    """
+    store, metric = comp.store, comp._metric
+    outsiders = set(comp._outsiders.sizes)  # added by others during the run: not ours to evict
+    # entries() yields insertion order: the position is the seq order (oldest first).
+    ours = [e for e in store.entries() if e.id not in outsiders]
+    size = {e.id: json_size(replace(e, links=())) for e in ours}  # links come and go with neighbours
+    gone: set[str] = set()
+    fits: dict[str, bool] = {}  # whether a store of this entry alone is within the target (never changes)
+    scan, witness = 0, None  # a live entry known to fit alone, found by scanning ``ours`` once
+
+    def may_evict(entry_id: str) -> bool:
+        """False only for the last live entry that fits the budget alone (a function of the live set)."""
+        nonlocal scan, witness
+        if witness is not None and witness != entry_id and witness not in gone:
+            return True
+        while scan < len(ours):  # entries passed are gone, too large, or were the candidate then
+            other = ours[scan].id
+            if other != entry_id and other not in gone and _fits(comp, other, target, fits):
+                witness = other
+                return True
+            scan += 1
+        if _fits(comp, entry_id, target, fits):
+            witness = entry_id
+            return False
+        return True
+
+    def evict(entry_id: str, why: str) -> None:
+        nonlocal step, done
+        gone.add(entry_id)
+        store.journal.apply_evict(run_id, step, entry_id, reason=f"strict budget: {why}", metric=metric)
+        comp._disk_dirty = True
+        actions["evict"] += 1
+        sources["evict"] += 1
+        step += 1
+        done += 1
+        comp._tick(step, target, actions, started, done)  # evictions report progress like decisions
+
+    for e in ours:
+        if not comp._over(target):
+            return step
+        if is_filler(e.content) and may_evict(e.id):
+            evict(e.id, "pure filler")
+    ours = [e for e in ours if e.id not in gone]
+    if not comp._over(target):
+        return step
+    # Redundancy: each entry's nearest live neighbour, kept up to date as entries go.
+    ids, matrix, scales = comp._vectors()
+    pos = {e.id: p for p, e in enumerate(ours)}
+    rows = [r for r, i in enumerate(ids) if i in pos]
+    if len(rows) != len(ids):
+        matrix, scales = matrix[rows], None if scales is None else scales[rows]
+    queue = PairQueue([ids[r] for r in rows], matrix, scales=scales, k=comp.k, writable=True)
+    del matrix, scales
+    release_free_memory()
+
+    def key(entry_id: str) -> tuple[float, int, str, str | None, float]:
+        near = queue.nearest(entry_id) if entry_id in queue else None
+        cos = near[1] if near is not None else -1.0  # alone, or not embedded: nothing covers it
+        value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, size[entry_id]))
+        return (-value, pos[entry_id], entry_id, None if near is None else str(near[0]), cos)
+
+    heap = [key(e.id) for e in ours]
+    heapq.heapify(heap)
+    while heap and comp._over(target):
+        _, _, entry_id, near, cos = heapq.heappop(heap)
+        if near is not None and near not in queue:  # its nearest has gone: its value fell, look again
+            heapq.heappush(heap, key(entry_id))
+            continue
+        if not may_evict(entry_id):
+            continue  # stays, and is never asked again
+        if entry_id in queue:
+            queue.remove(entry_id)
+        covered = f"nearest {near} at cos {cos:.3f}" if near is not None else "no neighbour"
+        evict(entry_id, f"most redundant left ({covered}), {size[entry_id]} bytes")
+    return step
+
+
+def _fits(comp: Compressor, entry_id: str, target: int, cache: dict[str, bool]) -> bool:
+    """Whether a store of this entry alone is within ``target`` (measured once per entry)."""
+    if entry_id not in cache:
+        cache[entry_id] = comp.store.solo_size(entry_id, comp._metric) <= target
+    return cache[entry_id]

@@ -1,0 +1,191 @@
+"""Strict-mode eviction: always at or under the budget, filler first, then the most redundant entry left
+(the order of a naive recompute), the same order when resumed, and never the last entry that fits alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fakes import ScriptedMethod
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from test_compressor import compressor, export, make_store, synthetic_entries
+
+from memrefine_edge.decision import Decision
+from memrefine_edge.errors import BudgetError
+from memrefine_edge.methods import PairContext
+from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.testing import HashEncoder
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ratio=st.floats(0.05, 0.95), seed=st.integers(0, 50), metric=st.sampled_from(["json", "disk"]))
+@example(ratio=0.05078125, seed=28, metric="disk")  # a merged entry just too big to stay alone
+def test_strict_mode_always_ends_at_or_under_budget(tmp_path_factory, ratio, seed, metric):
+    path = tmp_path_factory.mktemp("strict") / "s.db"
+    with make_store(path, n=25, seed=seed) as store:
+        comp = compressor(store, ScriptedMethod(policy="preserve" if seed % 2 else "mixed"), mode="strict",
+                          metric=metric)
+        try:
+            target = comp.target_bytes(budget=ratio)
+        except BudgetError:
+            return  # below one entry: refused up front (tested above)
+        report = comp.run(budget=ratio)
+        assert report.budget_met and store.size(metric) <= target
+        evicts = [d for d in store.journal.decisions() if d.action == "evict"]
+        assert all(d.source == "evict" and d.reason for d in evicts)
+
+
+def _evicted(store: MemoryStore) -> list[str]:
+    return [d.target for d in store.journal.decisions() if d.action == "evict"]
+
+
+def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
+    """The strict order recomputed from scratch before every eviction (full similarity matrix)."""
+    import math
+    from dataclasses import replace
+
+    from memrefine_edge.entry import json_size
+    from memrefine_edge.eviction import EVICT_SIZE_WEIGHT
+    from memrefine_edge.facts import is_filler
+    from memrefine_edge.similarity import similarity_matrix
+
+    enc = HashEncoder()
+    from memrefine_edge.store.vectors import decode_embedding, encode_embedding  # the stored (int8) vectors
+
+    vec = {e.id: decode_embedding(encode_embedding(enc.embed([e.content])[0])) for e in entries}
+    size = {e.id: json_size(replace(e, links=())) for e in entries}
+    live = [e.id for e in entries]
+    total = sum(size.values())  # links left aside: the caller's target is in these sizes
+    out: list[str] = []
+    kept: set[str] = set()
+
+    def last_fitting(i: str) -> bool:
+        return size[i] <= target and not any(size[j] <= target for j in live if j != i)
+
+    for e in entries:
+        if total <= target:
+            return out
+        if is_filler(e.content) and not last_fitting(e.id):
+            live.remove(e.id)
+            out.append(e.id)
+            total -= size[e.id]
+    while total > target:
+        sims = similarity_matrix(np.stack([vec[i] for i in live]))
+        np.fill_diagonal(sims, -np.inf)
+        best = None
+        for r, i in enumerate(live):
+            if i in kept:
+                continue
+            cos = float(sims[r].max()) if len(live) > 1 else -1.0
+            value = cos + EVICT_SIZE_WEIGHT * math.log(size[i])
+            if best is None or value > best[0]:
+                best = (value, i)
+        if last_fitting(best[1]):
+            kept.add(best[1])
+            continue
+        live.remove(best[1])
+        out.append(best[1])
+        total -= size[best[1]]
+    return out
+
+
+def test_strict_eviction_takes_filler_then_the_most_redundant_entry_left(tmp_path):
+    facts = ["Ana adopted a grey cat named Luna in May", "Ben ran the Berlin marathon in 3 hours",
+             "Ana teaches piano to kids on Saturdays", "Ben bought a red bike for his commute",
+             "Ana visited Lisbon with her sister in June",
+             "Ben is learning to bake sourdough bread at the community kitchen on Thursdays"]  # the keeper
+    entries = [Entry(id="f0", content="Thanks so much, that is awesome!")]
+    for i, text in enumerate(facts):
+        entries.append(Entry(id=f"a{i}", content=text))
+        if i < 3:  # a near-duplicate of each of the first three facts
+            entries.append(Entry(id=f"b{i}", content=text + " too"))
+    with MemoryStore(tmp_path / "r.db") as store:
+        store.add_many(entries)
+        size = {e.id: len(json.dumps(e.counted_fields())) for e in entries}
+        # Room for the filler and one of each near-duplicate pair to go, not fewer.
+        target = store.json_bytes() - size["f0"] - sum(size[f"a{i}"] for i in range(3))
+        comp = compressor(store, ScriptedMethod(policy="preserve"), mode="strict")
+        report = comp.run(budget_bytes=target)
+        assert report.budget_met and report.stop_reason == "budget met by eviction (strict mode)"
+        gone = _evicted(store)
+        assert gone[0] == "f0"
+        # One of each near-duplicate pair goes; its twin, then alone, stays with the unique facts.
+        assert len(gone) == 4 and {i[1] for i in gone[1:]} == {"0", "1", "2"}
+        assert all(f"a{i}" in store for i in range(3, 6))
+        reasons = [d.reason for d in store.journal.decisions() if d.action == "evict"]
+        assert reasons[0] == "strict budget: pure filler"
+        assert all(r.startswith("strict budget: most redundant left (nearest ") for r in reasons[1:])
+
+
+@pytest.mark.parametrize("seed,ratio", [(0, 0.35), (1, 0.35), (2, 0.35), (3, None)])
+def test_strict_eviction_order_equals_a_naive_full_recompute(tmp_path, seed, ratio):
+    # Entries without links, so the target in link-free sizes is the store's own.
+    entries = [replace_links(e) for e in synthetic_entries(30, seed)]
+    entries[4] = Entry(id=entries[4].id, content="Ana: thanks a lot, awesome!")  # one filler
+    with MemoryStore(tmp_path / "n.db") as store:
+        store.add_many(entries)
+        # None: a budget only the smallest entry fits, which then is never evicted.
+        target = int(store.json_bytes() * ratio) if ratio else store.min_entry_json_bytes()
+        comp = compressor(store, ScriptedMethod(policy="preserve"), mode="strict")
+        assert comp.run(budget_bytes=target).budget_met
+        assert _evicted(store) == naive_eviction_order(entries, target)
+        if ratio is None:
+            assert len(store) == 1
+
+
+def replace_links(e: Entry) -> Entry:
+    from dataclasses import replace
+
+    return replace(e, links=())
+
+
+@pytest.mark.parametrize("metric", ["json", "disk"])
+@pytest.mark.parametrize("interrupt_at", [1, 5, 11])
+def test_strict_eviction_interrupted_and_resumed_equals_an_uninterrupted_run(tmp_path, metric, interrupt_at):
+    """Stopped (Ctrl-C) after a few evictions, then the same command: the same evictions, the same store."""
+    class FewChanges(ScriptedMethod):  # deletes and merges first (links, merged entries), then keeps all
+        def decide(self, pair: PairContext) -> Decision:
+            policy = "mixed" if len(self.seen) < 8 else "preserve"
+            self.seen.append((pair.a.id, pair.b.id, pair.similarity))
+            return ScriptedMethod(policy=policy).decide(pair)
+
+    def run(path: Path, progress=None) -> None:
+        with MemoryStore(path, create=False) as store:
+            comp = compressor(store, FewChanges(), mode="strict", metric=metric, progress=progress)
+            comp.run(budget=0.3)
+
+    for name in ("whole", "cut"):
+        make_store(tmp_path / f"{name}.db", n=40, seed=5).close()
+    run(tmp_path / "whole.db")
+    with MemoryStore(tmp_path / "whole.db", create=False) as store:
+        want, want_entries = _evicted(store), export(store)
+        assert {"delete", "merge"} <= {d.action for d in store.journal.decisions()}
+    assert len(want) > interrupt_at + 3
+    seen = []
+
+    def interrupt(p) -> None:  # Ctrl-C after the given number of committed evictions
+        if p.counts.get("evict", 0) > len(seen):
+            seen.append(p.step)
+            if len(seen) >= interrupt_at:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "cut.db", progress=interrupt)
+    with MemoryStore(tmp_path / "cut.db", create=False) as store:
+        assert len(_evicted(store)) == interrupt_at and store.journal.unfinished_run() is not None
+    run(tmp_path / "cut.db")
+    with MemoryStore(tmp_path / "cut.db", create=False) as store:
+        assert _evicted(store) == want and export(store) == want_entries
+        assert store.journal.unfinished_run() is None
+
+
+def test_strict_eviction_never_evicts_the_last_entry_that_fits_alone(tmp_path):
+    with make_store(tmp_path / "k.db", n=20, seed=4) as store:
+        comp = compressor(store, ScriptedMethod(policy="preserve"), mode="strict")
+        solo = {i: store.solo_size(i, "json") for i in store.ids()}
+        target = min(solo.values())  # only the smallest entries fit alone: the last of them stays
+        report = comp.run(budget_bytes=target)
+        assert report.budget_met and len(store) == 1 and solo[store.ids()[0]] == target
