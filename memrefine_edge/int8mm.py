@@ -23,7 +23,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["int8_products", "MODEL"]
+__all__ = ["int8_products", "scale_in_place", "MODEL"]
+
+#: Bytes of one band of :func:`scale_in_place` (a few hundred kB: it stays in cache).
+BAND_BYTES = 1 << 18
 
 #: MatMulInteger(A uint8 (m, d), B int8 (d, n), a_zero_point = 128) -> Y int32 (m, n).
 MODEL = bytes.fromhex(
@@ -86,4 +89,39 @@ def int8_products(a: np.ndarray, b: np.ndarray, *, threads: int = 1, out: np.nda
     binding.bind_cpu_input("B", bt)
     binding.bind_output("Y", "cpu", 0, np.int32, out.shape, out.ctypes.data)
     sess.run_with_iobinding(binding)
+    return out
+
+
+def scale_in_place(ints: np.ndarray, row_scale: np.ndarray, col_scale: np.ndarray, *,
+                   scratch: np.ndarray | None = None) -> np.ndarray:
+    """``ints * row_scale[:, None] * col_scale`` as float32, written over ``ints``; returns the float32 view.
+
+    ``ints`` is a C-contiguous int32 ``(m, n)`` array (the products of
+    :func:`int8_products`). The scores are bit for bit those of
+    ``np.multiply(ints, row_scale[:, None], casting="unsafe")`` into float32
+    (computed in float64, then rounded) followed by ``*= col_scale``. The work
+    goes band by band through ``scratch`` (a flat float32 array the caller
+    reuses; one band of about :data:`BAND_BYTES` when omitted): told to write
+    float32 over the int32 input it reads, numpy would first copy the whole
+    input, a multi-MB temporary mapped and faulted in anew for every tile.
+    """
+    if ints.dtype != np.int32 or ints.ndim != 2 or not ints.flags.c_contiguous:
+        raise ValueError(f"scale_in_place needs a C-contiguous int32 (m, n) array, got {ints.dtype}{ints.shape}")
+    m, n = ints.shape
+    if row_scale.shape != (m,) or col_scale.shape != (n,):
+        raise ValueError(f"scale_in_place: scales must have shapes ({m},) and ({n},), got {row_scale.shape} "
+                         f"and {col_scale.shape}")
+    rows = max(1, BAND_BYTES // (4 * max(1, n)))
+    if scratch is None:
+        scratch = np.empty(min(m, rows) * n, dtype=np.float32)
+    elif scratch.dtype != np.float32 or scratch.ndim != 1 or scratch.size < min(m, 1) * n:
+        raise ValueError(f"scale_in_place: scratch must be a flat float32 array of at least {n}")
+    rows = max(1, min(rows, scratch.size // max(1, n)))
+    out = ints.view(np.float32)
+    for r0 in range(0, m, rows):
+        r1 = min(m, r0 + rows)
+        band = scratch[: (r1 - r0) * n].reshape(r1 - r0, n)
+        np.multiply(ints[r0:r1], row_scale[r0:r1, None], out=band, casting="unsafe")
+        band *= col_scale
+        out[r0:r1] = band  # the band's int32 products are read already: overwrite them
     return out

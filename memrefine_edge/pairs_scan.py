@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .int8mm import int8_products
+from .int8mm import BAND_BYTES, int8_products, scale_in_place
 from .similarity import NEG_INF, pair_scores, screen_columns, screen_rows, threshold
 
 __all__ = ["NeighbourScans", "GATHER_ELEMS", "INT_SCAN_ROWS", "SCAN_ROWS"]
@@ -391,9 +391,8 @@ class NeighbourScans:
                     ints = self._buf("tile", h * w, np.int32)[:cells].reshape(i1 - i0, j1 - j0)
                     int8_products(self._x[i0:i1], self._x[j0:j1], threads=self._threads, out=ints)
                     # float32 in place of the int32 products (same size, elementwise: one buffer)
-                    sims = ints.view(np.float32)
-                    np.multiply(ints, self._scale[i0:i1, None], out=sims, casting="unsafe")  # type: ignore[index]
-                    sims *= self._scale[j0:j1]  # type: ignore[index]
+                    sims = scale_in_place(ints, self._scale[i0:i1], self._scale[j0:j1],  # type: ignore[index]
+                                          scratch=self._buf("band", max(BAND_BYTES // 4, w), np.float32))
                 d = np.arange(max(i0, j0), min(i1, j1))
                 sims[d - i0, d - j0] = NEG_INF  # an entry is not its own partner
                 inside = (band_b >= j0) & (band_b < j1)

@@ -89,3 +89,43 @@ def test_results_go_into_given_buffers():
 def test_bad_buffers(kw):
     with pytest.raises(ValueError, match="int8_products"):
         int8_products(np.zeros((4, 10), np.int8), np.zeros((2, 10), np.int8), **kw)
+
+
+@pytest.mark.parametrize("m, n, scratch_rows", [(1, 1, None), (7, 300, None), (300, 7, 1), (64, 1500, 5),
+                                                (513, 129, 1000)])
+def test_scaling_in_place_is_bit_identical_to_the_one_shot_form(m, n, scratch_rows):
+    from memrefine_edge.int8mm import scale_in_place
+
+    rng = np.random.default_rng(m * 1000 + n)
+    ints = rng.integers(-(127 * 127 * 384), 127 * 127 * 384, size=(m, n), dtype=np.int32)
+    ints[0, 0] = np.iinfo(np.int32).min
+    rs = rng.random(m, dtype=np.float32) / 127
+    cs = rng.random(n, dtype=np.float32) / 127
+    ref = np.empty((m, n), dtype=np.float32)
+    np.multiply(ints, rs[:, None], out=ref, casting="unsafe")
+    ref *= cs
+    scratch = None if scratch_rows is None else np.full(scratch_rows * n, np.nan, dtype=np.float32)
+    out = scale_in_place(ints, rs, cs, scratch=scratch)
+    assert out.dtype == np.float32 and out.shape == (m, n)
+    assert np.shares_memory(out, ints)  # written over the products, no second matrix
+    assert np.array_equal(out.view(np.uint32), ref.view(np.uint32))
+
+
+@pytest.mark.parametrize("kw", [
+    {"ints": np.zeros((2, 3), dtype=np.int64)},
+    {"ints": np.zeros((3, 2), dtype=np.int32).T},
+    {"row_scale": np.ones(3, dtype=np.float32)},
+    {"col_scale": np.ones(2, dtype=np.float32)},
+    {"scratch": np.zeros(2, dtype=np.float32)},
+    {"scratch": np.zeros(10, dtype=np.float64)},
+])
+def test_scaling_in_place_refuses_bad_arrays(kw):
+    from memrefine_edge.int8mm import scale_in_place
+
+    args = {"ints": np.zeros((2, 3), dtype=np.int32), "row_scale": np.ones(2, dtype=np.float32),
+            "col_scale": np.ones(3, dtype=np.float32), **kw}
+    scratch = args.pop("scratch", None)
+    before = args["ints"].copy()
+    with pytest.raises(ValueError):
+        scale_in_place(args["ints"], args["row_scale"], args["col_scale"], scratch=scratch)
+    assert np.array_equal(args["ints"], before)  # nothing written
