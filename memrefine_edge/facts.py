@@ -57,6 +57,7 @@ __all__ = [
     "surface_forms",
     "stem",
     "fact_sentences",
+    "sentence_scans",
     "sentence_words",
     "fast_path",
 ]
@@ -444,15 +445,27 @@ def sentence_words(sentence: str) -> tuple[bool, frozenset[str]]:
     return filler, frozenset(words)
 
 
+def sentence_scans(text: str) -> list[tuple[str, bool, frozenset[str]]]:
+    """Each sentence of ``text`` (speaker prefix off, stripped, empty ones dropped) with its
+    :func:`sentence_words`: ``(sentence, is_filler, words)``.
+
+    A text of one sentence (most short memories) is read from the whole text's
+    scan, which :func:`extract` has cached: the same values, without scanning
+    it again or taking a second cache slot.
+    """
+    _, body = strip_speaker(text)
+    pieces = [s for s in (p.strip() for p in _SENTENCE.split(body)) if s]
+    if len(pieces) == 1 and strip_speaker(pieces[0])[0] is None:
+        # _scan reads a body sentence by sentence, so the body's scan is its one sentence's
+        # (the rest of the body is separators); no second speaker prefix to strip.
+        facts, filler = _extract_cached(text)
+        return [(pieces[0], filler, facts.words)]
+    return [(s, *sentence_words(s)) for s in pieces]
+
+
 def fact_sentences(text: str) -> list[str]:
     """The sentences of ``text`` that carry a fact (filler sentences dropped), speaker prefix kept off."""
-    _, body = strip_speaker(text)
-    out = []
-    for sentence in _SENTENCE.split(body):
-        s = sentence.strip()
-        if s and not sentence_words(s)[0]:
-            out.append(s)
-    return out
+    return [s for s, filler, _ in sentence_scans(text) if not filler]
 
 
 # --- fast path and guard checks ------------------------------------------------

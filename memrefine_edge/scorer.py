@@ -41,11 +41,10 @@ from .facts import (
     Facts,
     coverage_keys,
     extract,
-    fact_sentences,
     is_filler,
     missing_facts,
     normalise,
-    sentence_words,
+    sentence_scans,
     strip_speaker,
 )
 
@@ -108,15 +107,15 @@ def _side(text: str) -> _Side:
     facts = extract(text)
     _, body = strip_speaker(text)
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", body.strip()) if s]
-    kept = fact_sentences(text)
+    kept = [(s, words) for s, filler, words in sentence_scans(text) if not filler]
     filler_share = 1.0 - len(kept) / len(sentences) if sentences else 1.0
     if is_filler(text):
         filler_share = 1.0
     questions = sum(s.rstrip().endswith("?") for s in sentences)
     stated: set[str] = set()
-    for s in kept:
+    for s, words in kept:
         if not s.rstrip().endswith("?"):
-            stated |= sentence_words(s)[1]
+            stated |= words
     return _Side(facts, max(1, len(sentences)), filler_share, questions / len(sentences) if sentences else 0.0,
                  len(stated), bool(_PHOTO.search(text)), tuple(_TOK.findall(normalise(body))))
 

@@ -153,3 +153,22 @@ def test_sentence_words_agree_with_the_entry_level_extractor():
                      "We didn't go to Paris in May.", "Hey Gina, how are you doing?", "I ran 5K on Sunday."]:
         assert sentence_words(sentence) == (is_filler(sentence), extract(sentence).words if sentence.strip()
                                             else frozenset())
+
+
+@pytest.mark.parametrize("text", [
+    "Caroline: I went to the LGBTQ support group yesterday.",
+    "Caroline: Thanks, Melanie!",
+    "Caroline: Melanie: see you at 5.",
+    "I adopted a dog named Max in June 2022.\n\n",
+    "Hey Mel! Long time no see. I painted a lake sunrise last week?",
+    "Melanie: Wow, great! Caroline: I ran a charity race on Sunday. It was not easy.",
+    "   ",
+    "Jon: Bye!",
+])
+def test_sentence_scans_agree_with_each_sentence_scanned_alone(text):
+    from memrefine_edge.facts import _SENTENCE, fact_sentences, sentence_scans, sentence_words, strip_speaker
+
+    _, body = strip_speaker(text)
+    sentences = [s.strip() for s in _SENTENCE.split(body) if s.strip()]
+    assert sentence_scans(text) == [(s, *sentence_words(s)) for s in sentences]
+    assert fact_sentences(text) == [s for s in sentences if not sentence_words(s)[0]]
