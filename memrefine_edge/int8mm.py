@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["int8_products", "scale_in_place", "MODEL"]
+__all__ = ["default_threads", "int8_products", "scale_in_place", "MODEL"]
 
 #: Bytes of one band of :func:`scale_in_place` (a few hundred kB: it stays in cache).
 BAND_BYTES = 1 << 18
@@ -37,6 +37,11 @@ MODEL = bytes.fromhex(
 
 _sessions: dict[int, Any] = {}
 _lock = threading.Lock()
+
+
+def default_threads() -> int:
+    """``min(2, cores)``: the thread count of the pair queue's scans and of :func:`int8_products` (``threads=0``)."""
+    return min(2, os.cpu_count() or 1)
 
 
 def _session(threads: int) -> Any:
@@ -75,7 +80,7 @@ def int8_products(a: np.ndarray, b: np.ndarray, *, threads: int = 1, out: np.nda
     if scratch is not None and (scratch.dtype != np.uint8 or scratch.ndim != 1 or scratch.size < a.size):
         raise ValueError(f"int8_products: scratch must be a flat uint8 array of at least {a.size}")
     if threads <= 0:
-        threads = min(2, os.cpu_count() or 1)
+        threads = default_threads()
     # uint8 with zero point 128 is the int8 value + 128: flipping the top bit maps one to the other.
     a_u8 = np.empty(a.shape, dtype=np.uint8) if scratch is None else scratch[: a.size].reshape(a.shape)
     np.bitwise_xor(a.view(np.uint8), np.uint8(0x80), out=a_u8)

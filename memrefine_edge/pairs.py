@@ -57,11 +57,11 @@ The scans that fill the lists (the build, and the rescans of rows) are in
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
+from .int8mm import default_threads
 from .pairs_scan import _LOW, NeighbourScans, _as_codes, _as_matrix, _classes, _decode, _norms
 from .similarity import pair_scores, similarity_matrix
 
@@ -172,7 +172,7 @@ class PairQueue(NeighbourScans):
         self._refill_batch = int(refill_batch)
         if threads is not None and int(threads) < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        self._threads = min(2, os.cpu_count() or 1) if threads is None else int(threads)
+        self._threads = default_threads() if threads is None else int(threads)
         self._compact_min = int(compact_min)  # dead matrix rows tolerated before compacting
         self._ids: list[Hashable] = []  # position -> id, dead ones kept (positions are never reused)
         self._pos: dict[Hashable, int] = {}
