@@ -510,6 +510,49 @@ def test_grouped_blocks_share_a_transaction_and_each_stays_all_or_nothing(tmp_pa
         assert store.integrity_check() == "ok" and store.ids() == ["a", "c", "d", "e", "f"]
 
 
+def test_string_numbers_never_outlive_a_rollback(tmp_path):
+    """A string added in a block that rolls back is forgotten: its number goes to the next string."""
+    path = tmp_path / "s.db"
+
+    def table() -> dict[str, int]:  # what the file holds, read past the store's memory
+        other = sqlite3.connect(path)
+        try:
+            return dict(other.execute("SELECT text, num FROM strings"))
+        finally:
+            other.close()
+
+    with MemoryStore(path) as store:
+        with store.atomic():
+            kept = store.string_num("kept", add=True)
+        assert store.string_num("kept") == kept and table()["kept"] == kept
+        with pytest.raises(RuntimeError):  # the outer transaction rolls back
+            with store.atomic():
+                lost = store.string_num("lost", add=True)
+                assert store.string_num("lost") == lost
+                raise RuntimeError("boom")
+        assert store.string_num("lost") is None
+        with store.atomic():  # a savepoint rolls back inside a transaction that commits
+            with pytest.raises(RuntimeError):
+                with store.atomic():
+                    store.string_num("inner", add=True)
+                    raise RuntimeError("boom")
+            assert store.string_num("inner") is None
+            after = store.string_num("after", add=True)
+        with pytest.raises(RuntimeError):  # a group that fails after its first block
+            with store.grouped(window_s=60):
+                with store.atomic():
+                    grouped = store.string_num("grouped", add=True)
+                with store.atomic():
+                    store.string_num("rolled", add=True)
+                    raise RuntimeError("boom")
+        assert store.string_num("rolled") is None and store.string_num("grouped") == grouped
+        assert table() == {**{t: n for t, n in table().items() if t not in {"kept", "after", "grouped"}},
+                           "kept": kept, "after": after, "grouped": grouped}
+        for text, num in table().items():  # every remembered number is the file's
+            assert store.string_num(text) == num
+        assert len(set(table().values())) == len(table())
+
+
 def test_meta_vacuum_and_reopen(tmp_path):
     path = tmp_path / "m.db"
     with MemoryStore(path) as store:

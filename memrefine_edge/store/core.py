@@ -72,6 +72,8 @@ LONG_WRITE_WAL_BYTES = 4 << 20
 #: The size SQLite truncates the write-ahead log file back to once it has been copied back, so a
 #: long write does not leave a file of LONG_WRITE_WAL_BYTES beside the store while it stays open.
 WAL_FILE_LIMIT_BYTES = 1 << 20
+#: How many strings' numbers a store remembers (:meth:`MemoryStore.string_num`; about 0.5 MB).
+STRING_CACHE = 4096
 
 
 class MemoryStore(SizesMixin, VectorsMixin):
@@ -179,6 +181,10 @@ class MemoryStore(SizesMixin, VectorsMixin):
         self._in_tx = False
         self._depth = 0
         self._group: CommitGroup | None = None  # set inside grouped()
+        # text -> strings.num for string_num(). Rows of ``strings`` are never deleted or renumbered
+        # (INTEGER PRIMARY KEY survives VACUUM); only a rollback can take one back, and every
+        # rollback on this connection empties the cache (_forget_strings).
+        self._string_nums: dict[str, int] = {}
         try:
             self._migrate()
         except BaseException:
@@ -336,6 +342,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
                     yield
                     conn.execute(f"RELEASE {name}")
                 except BaseException as exc:
+                    self._forget_strings()
                     if conn.in_transaction:  # SQLITE_FULL may have rolled back everything already
                         conn.execute(f"ROLLBACK TO {name}")
                         conn.execute(f"RELEASE {name}")
@@ -357,6 +364,7 @@ class MemoryStore(SizesMixin, VectorsMixin):
                 # SQLITE_FULL (and a few other errors) roll the transaction
                 # back by themselves; a second ROLLBACK would fail and hide
                 # the real error.
+                self._forget_strings()
                 if conn.in_transaction:
                     try:
                         conn.execute("ROLLBACK")
@@ -744,15 +752,29 @@ class MemoryStore(SizesMixin, VectorsMixin):
     def string_num(self, text: str, *, add: bool = False) -> int | None:
         """The number of ``text`` in the store's table of strings (ids, actions and model names named by
         number elsewhere); with ``add``, added if new (inside the caller's transaction), else None if absent."""
+        # Remembered: a decision names each id of its pair two or three times (audit row,
+        # preserved pair, undo history) and its action and source every time.
+        num = self._string_nums.get(text)
+        if num is not None:
+            return num
         conn = self._db.conn
         row = conn.execute("SELECT num FROM strings WHERE text = ?", (text,)).fetchone()
         if row is not None:
-            return int(row[0])
-        if not add:
+            num = int(row[0])
+        elif not add:
             return None
-        num = conn.execute("INSERT INTO strings (text) VALUES (?)", (text,)).lastrowid
-        assert num is not None  # an INSERT into a rowid table always sets it
+        else:
+            num = conn.execute("INSERT INTO strings (text) VALUES (?)", (text,)).lastrowid
+            assert num is not None  # an INSERT into a rowid table always sets it
+        if len(self._string_nums) >= STRING_CACHE:
+            self._string_nums.clear()  # bounded: a long run names 100k ids once or twice each
+        self._string_nums[text] = num
         return num
+
+    def _forget_strings(self) -> None:
+        # A rollback may take back strings this connection added: their numbers would be
+        # reused for other texts, so nothing remembered may outlive one.
+        self._string_nums.clear()
 
     # --- metadata ------------------------------------------------------------
 
@@ -828,6 +850,7 @@ class CommitGroup:
                 conn.execute("COMMIT")
                 self.commits += 1
         except BaseException as exc:
+            store._forget_strings()
             if conn.in_transaction:
                 try:
                     conn.execute("ROLLBACK")
