@@ -50,6 +50,7 @@ from .errors import (
     RunInterruptedError,
 )
 from .eviction import evict_to_budget
+from .identical import take_identical
 from .merger import build_merged_entry, merged_entry_id
 from .methods import Method, PairContext, get_method
 from .report import CompressionReport, Progress
@@ -323,11 +324,57 @@ class Compressor:
 
     def _loop(self, plan: _Plan, actions: Counter[str], sources: Counter[str],
               clock: dict[str, float], max_decisions: int | None) -> str:
-        """Decide pairs until the budget holds or none is left; returns why it stopped."""
+        """Decide pairs until the budget holds or none is left; returns why it stopped.
+
+        First the pairs of identical entries (:mod:`memrefine_edge.identical`), then the most
+        similar pairs (:meth:`_similar`), then deferred deletes and, in strict mode, eviction.
+        """
+        assert plan.run_id is not None
+        store, target, step = self.store, plan.target, plan.step
+        started, done_here = time.perf_counter(), 0
+        self._session_start_size = store.running_size(plan.metric)
+        self._disk_dirty = True  # the running disk estimate is re-anchored when it first says "met"
+        step, done_here, stopped = take_identical(self, plan, step, actions, sources, clock, started=started,
+                                                  done=done_here, max_decisions=max_decisions)
+        if stopped:
+            return stopped
+        stop = "budget met"
+        if self._over(target):
+            step, done_here, stop = self._similar(plan, step, actions, sources, clock, started=started,
+                                                  done=done_here, max_decisions=max_decisions)
+        if stop.startswith("stopped"):
+            return stop
+        if stop == "budget met" and plan.resumed and done_here == 0:
+            # Resumed after the last change: said as the uninterrupted run said it.
+            if actions["evict"]:
+                stop = "budget met by eviction (strict mode)"
+            elif self._deferred_taken:
+                stop = "budget met by deferred deletes"
+        if not self._over(target):
+            return stop
+        taken = self._deferred_taken
+        step, done_here, stopped = take_deferred(self, plan, step, actions, sources, clock, started=started,
+                                                 done=done_here, max_decisions=max_decisions)
+        if stopped:
+            return stopped
+        if not self._over(target):
+            return "budget met by deferred deletes" if self._deferred_taken > taken else "budget met"
+        if plan.mode == "strict":
+            evict_to_budget(self, plan.run_id, step, target, actions, sources, started=started, done=done_here)
+            stop = "budget met by eviction (strict mode)"
+        return stop
+
+    def _similar(self, plan: _Plan, step: int, actions: Counter[str], sources: Counter[str],
+                 clock: dict[str, float], *, started: float, done: int,
+                 max_decisions: int | None) -> tuple[int, int, str]:
+        """The paper's loop: the most similar pair not yet judged, until the budget holds or none is left.
+
+        Returns the next step, the decisions made in this session, and why it stopped.
+        """
         from .pairs import PairQueue
 
         assert plan.run_id is not None
-        store, target, step = self.store, plan.target, plan.step
+        store, target, done_here = self.store, plan.target, done
         t = time.perf_counter()
         release_free_memory()  # the build's temporaries come on top of what is resident: free what can be
         # The queue takes the vectors as they are (no copy) and is their only holder, so it
@@ -338,9 +385,6 @@ class Compressor:
         del ids, matrix, scales
         release_free_memory()  # the build's freed temporaries, which glibc would keep (memrefine_edge._memory)
         clock["pairs"] += time.perf_counter() - t
-        started, done_here = time.perf_counter(), 0
-        self._session_start_size = store.running_size(plan.metric)
-        self._disk_dirty = True  # the running disk estimate is re-anchored when it first says "met"
         stop = "budget met"
         # Decisions that come fast share a transaction (one commit, each still a savepoint of its
         # own): at 50k entries a commit per decision was a fifth of the journal's time. Once a
@@ -382,28 +426,7 @@ class Compressor:
             if group.open:
                 group.commit()
                 self._tick(step, target, actions, started, done_here)
-        if stop.startswith("stopped"):
-            return stop
-        del queue  # the deferred deletes need none, the eviction builds its own: never two matrices at once
-        if stop == "budget met" and plan.resumed and done_here == 0:
-            # Resumed after the last change: said as the uninterrupted run said it.
-            if actions["evict"]:
-                stop = "budget met by eviction (strict mode)"
-            elif self._deferred_taken:
-                stop = "budget met by deferred deletes"
-        if not self._over(target):
-            return stop
-        taken = self._deferred_taken
-        step, done_here, stopped = take_deferred(self, plan, step, actions, sources, clock, started=started,
-                                                 done=done_here, max_decisions=max_decisions)
-        if stopped:
-            return stopped
-        if not self._over(target):
-            return "budget met by deferred deletes" if self._deferred_taken > taken else "budget met"
-        if plan.mode == "strict":
-            evict_to_budget(self, plan.run_id, step, target, actions, sources, started=started, done=done_here)
-            stop = "budget met by eviction (strict mode)"
-        return stop
+        return step, done_here, stop
 
     def _decided(self, group: Any, models: int, step: int, target: int, actions: Counter[str], started: float,
                  done: int) -> None:
@@ -415,6 +438,7 @@ class Compressor:
             self._tick(step, target, actions, started, done)
 
     def _decide_and_apply(self, run_id, step, pair, queue, clock) -> tuple[str, str]:
+        """Decide one pair and apply the decision; ``queue`` (None before it is built) follows the change."""
         store, journal = self.store, self.store.journal
         a_id, b_id, sim = pair
         a, b = store.get(a_id), store.get(b_id)
@@ -425,7 +449,8 @@ class Compressor:
         t = time.perf_counter()
         if decision.action == "delete":
             effect = journal.apply(run_id, step, pair, decision, metric=self._metric, latency_ms=latency)
-            queue.remove(effect.removed[0])
+            if queue is not None:
+                queue.remove(effect.removed[0])
             self.method.applied([a if effect.removed[0] == a_id else b], None)
             clock["apply"] += time.perf_counter() - t
             return "delete", decision.source
@@ -440,13 +465,14 @@ class Compressor:
                               model_id=self.encoder.model_id, latency_ms=latency)
                 self._outsiders.created.add(merged.id)
                 self.method.applied([a, b], merged)
-                queue.remove(a_id)
-                queue.remove(b_id)
-                # As a resumed run's queue reads it back from the store.
-                if queue.quantized:
-                    queue.add(merged.id, *quantize_embedding(vec))
-                else:
-                    queue.add(merged.id, store.as_stored(vec))
+                if queue is not None:  # (without one, the queue built next reads it from the store)
+                    queue.remove(a_id)
+                    queue.remove(b_id)
+                    # As a resumed run's queue reads it back from the store.
+                    if queue.quantized:
+                        queue.add(merged.id, *quantize_embedding(vec))
+                    else:
+                        queue.add(merged.id, store.as_stored(vec))
                 clock["apply"] += time.perf_counter() - t
                 return "merge", decision.source
             # The safe fallback: keep both entries, audited as such.

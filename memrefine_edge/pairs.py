@@ -4,6 +4,8 @@ The paper proposes, at every iteration, ``argmax_{(u,v) not judged} cos(e_u, e_v
 over the live entries. Recomputing that on every step costs a full n×n matmul;
 :class:`PairQueue` returns exactly the same sequence of pairs with per-step cost
 of a few heap operations plus, now and then, one O(n·d) row rescan.
+(A compression run takes the pairs of entries with identical text before it
+builds its queue, :mod:`memrefine_edge.identical`: their cosine is exactly 1.)
 
 Scores and ties (the contract that makes the order reproducible)
 ----------------------------------------------------------------

@@ -38,7 +38,7 @@ LAYERS: list[list[str]] = [
     ["methods.memrefine", "methods.rules"],
     ["methods"],
     ["report"],
-    ["deferred", "eviction", "upkeep"],
+    ["deferred", "eviction", "identical", "upkeep"],
     ["compressor"],
     ["pipeline"],
     ["testing"],

@@ -553,6 +553,22 @@ def test_string_numbers_never_outlive_a_rollback(tmp_path):
         assert len(set(table().values())) == len(table())
 
 
+def test_identical_groups_compare_the_text_not_only_its_hash(tmp_path):
+    path = tmp_path / "i.db"
+    with MemoryStore(path) as store:
+        store.add_many([Entry(id="a", content="same"), Entry(id="b", content="other"), Entry(id="c", content="same"),
+                        Entry(id="d", content="odd"), Entry(id="e", content="other"), Entry(id="f", content="same")])
+        assert store.identical_groups(max_seq=store.max_seq()) == [[(1, "a"), (3, "c"), (6, "f")],
+                                                                   [(2, "b"), (5, "e")]]
+        assert store.identical_groups(max_seq=3) == [[(1, "a"), (3, "c")]]
+    other = sqlite3.connect(path)  # a hash collision, forged: "odd" takes the hash of "same"
+    other.execute("UPDATE entries SET content_hash = (SELECT content_hash FROM entries WHERE id = 'a') WHERE id = 'd'")
+    other.commit()
+    other.close()
+    with MemoryStore(path) as store:
+        assert [[i for _, i in g] for g in store.identical_groups(max_seq=10)] == [["a", "c", "f"], ["b", "e"]]
+
+
 def test_meta_vacuum_and_reopen(tmp_path):
     path = tmp_path / "m.db"
     with MemoryStore(path) as store:

@@ -223,6 +223,23 @@ class VectorsMixin:
         assert matrix is not None
         return ids, matrix
 
+    def identical_groups(self, *, max_seq: int) -> list[list[tuple[int, str]]]:
+        """``(seq, id)`` of live entries with identical content, one list per content (each in insertion
+        order, the lists in the order of their first entry); only entries with ``seq <= max_seq``.
+
+        Identical texts embed to the same vector: their cosine is 1, the highest there is. Found by
+        the stored content hash (no vectors read), then compared as text, so a hash collision never
+        groups two different texts.
+        """
+        groups: dict[str, list[tuple[int, str]]] = {}
+        with self._read_snapshot():
+            for seq, entry_id, content in self._db.conn.execute(
+                "SELECT seq, id, content FROM entries WHERE seq <= ? AND content_hash IN "
+                "(SELECT content_hash FROM entries WHERE seq <= ? GROUP BY content_hash HAVING COUNT(*) > 1) "
+                "ORDER BY seq", (int(max_seq), int(max_seq))):
+                groups.setdefault(content, []).append((int(seq), entry_id))
+        return [group for group in groups.values() if len(group) > 1]
+
     def embedding_codes(self, *, model_id: str) -> tuple[list[str], np.ndarray, np.ndarray] | None:
         """Ids (insertion order), int8 codes ``(n, d)`` and float32 scales ``(n,)`` of every entry embedded by
         ``model_id``, as stored: row ``i`` reads back as ``codes[i] * scales[i]`` (what :meth:`embeddings` gives).
