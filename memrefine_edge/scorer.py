@@ -38,6 +38,7 @@ import numpy as np
 
 from .errors import ConfigurationError
 from .facts import (
+    TEXT_CACHE,
     Facts,
     coverage_keys,
     extract,
@@ -102,7 +103,7 @@ class _Side:
     tokens: tuple[str, ...]
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=TEXT_CACHE)
 def _side(text: str) -> _Side:
     facts = extract(text)
     _, body = strip_speaker(text)
