@@ -33,7 +33,8 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,37 @@ class _Plan:
 TRIM_EVERY = 4096
 #: How long decisions may wait in one transaction before it commits (see :class:`Compressor`).
 COMMIT_WINDOW_S = 0.05
+
+
+class _Tally:
+    """One phase's decisions (:meth:`Compressor._phase`): its commit group, the journal step and the
+    decisions made in this session; :meth:`count` books each applied decision."""
+
+    def __init__(self, comp: Compressor, group: Any, target: int, actions: Counter[str], sources: Counter[str], *,
+                 step: int, done: int, started: float, max_decisions: int | None) -> None:
+        self.comp, self.group, self.target, self.actions, self.sources = comp, group, target, actions, sources
+        self.step, self.done, self.started, self.max_decisions = step, done, started, max_decisions
+        self.models = comp._model_calls()
+
+    def capped(self) -> str | None:
+        """Why to stop once this session has made ``max_decisions`` (the run stays resumable), else None."""
+        if self.max_decisions is not None and self.done >= self.max_decisions:
+            return "stopped after max_decisions (resumable)"
+        return None
+
+    def count(self, action: str, source: str) -> None:
+        """An applied decision: into the report's counts, the next step; commit the group when due
+        (each decision alone once a model decides)."""
+        comp, group = self.comp, self.group
+        self.actions[action] += 1
+        self.sources[source] += 1
+        self.step += 1
+        self.done += 1
+        comp._disk_dirty = True
+        if group.window_s and comp._model_calls() != self.models:
+            group.window_s = 0.0  # a model decides here: commit every decision from now on
+        if group.commit_if_due():
+            comp._tick(self.step, self.target, self.actions, self.started, self.done)
 
 
 class _Outsiders:
@@ -374,7 +406,7 @@ class Compressor:
         from .pairs import PairQueue
 
         assert plan.run_id is not None
-        store, target, done_here = self.store, plan.target, done
+        store, target = self.store, plan.target
         t = time.perf_counter()
         release_free_memory()  # the build's temporaries come on top of what is resident: free what can be
         # The queue takes the vectors as they are (no copy) and is their only holder, so it
@@ -389,11 +421,12 @@ class Compressor:
         # Decisions that come fast share a transaction (one commit, each still a savepoint of its
         # own): at 50k entries a commit per decision was a fifth of the journal's time. Once a
         # model is called (seconds per decision, other writers waiting), each commits alone.
-        with store.grouped(window_s=self.commit_window_s) as group:
-            models = self._model_calls()
+        with self._phase(plan, actions, sources, step=step, done=done, started=started,
+                         max_decisions=max_decisions) as tally:
             while self._over(target):
-                if max_decisions is not None and done_here >= max_decisions:
-                    stop = "stopped after max_decisions (resumable)"
+                capped = tally.capped()
+                if capped:
+                    stop = capped
                     break
                 t = time.perf_counter()
                 pair = queue.pop()
@@ -406,7 +439,7 @@ class Compressor:
                     stop = f"no candidate pair left above min_similarity {plan.min_similarity}"
                     break
                 try:
-                    action, source = self._decide_and_apply(plan.run_id, step, pair, queue, clock)
+                    action, source = self._decide_and_apply(plan.run_id, tally.step, pair, queue, clock)
                 except EntryNotFoundError:
                     gone = [i for i in pair[:2] if i not in store]
                     if not gone:
@@ -414,28 +447,25 @@ class Compressor:
                     for entry_id in gone:  # removed by another connection: nothing to decide, nothing written
                         queue.remove(entry_id)
                     continue
-                actions[action] += 1
-                sources[source] += 1
-                step += 1
-                done_here += 1
-                self._decided(group, models, step, target, actions, started, done_here)
-                if done_here % TRIM_EVERY == 0:
+                tally.count(action, source)
+                if tally.done % TRIM_EVERY == 0:
                     # Merged entries' embeddings, refills and the judge free memory all along, and glibc
                     # keeps it resident: at 100k entries the loop's RSS climbed 130 MB, most of it free.
                     release_free_memory()
+        return tally.step, tally.done, stop
+
+    @contextmanager
+    def _phase(self, plan: _Plan, actions: Counter[str], sources: Counter[str], *, step: int, done: int,
+               started: float, max_decisions: int | None) -> Iterator[_Tally]:
+        """A phase of the run (identical pairs, candidate pairs, deferred deletes): its decisions share
+        commit groups, and what is left commits (and is reported) when the block ends."""
+        with self.store.grouped(window_s=self.commit_window_s) as group:
+            tally = _Tally(self, group, plan.target, actions, sources, step=step, done=done, started=started,
+                           max_decisions=max_decisions)
+            yield tally
             if group.open:
                 group.commit()
-                self._tick(step, target, actions, started, done_here)
-        return step, done_here, stop
-
-    def _decided(self, group: Any, models: int, step: int, target: int, actions: Counter[str], started: float,
-                 done: int) -> None:
-        """After a decision was applied: commit the group when due (each decision alone once a model decides)."""
-        self._disk_dirty = True
-        if group.window_s and self._model_calls() != models:
-            group.window_s = 0.0  # a model decides here: commit every decision from now on
-        if group.commit_if_due():
-            self._tick(step, target, actions, started, done)
+                self._tick(tally.step, plan.target, actions, started, tally.done)
 
     def _decide_and_apply(self, run_id, step, pair, queue, clock) -> tuple[str, str]:
         """Decide one pair and apply the decision; ``queue`` (None before it is built) follows the change."""

@@ -48,13 +48,13 @@ def take_deferred(comp: Compressor, plan: _Plan, step: int, actions: Counter[str
     # upkeep pass) may need the bytes an earlier run deferred.
     pending = journal.deferrals(live=True)
     stopped = None
-    with store.grouped(window_s=comp.commit_window_s) as group:  # as the loop commits
-        models = comp._model_calls()
+    with comp._phase(plan, actions, sources, step=step, done=done, started=started,
+                     max_decisions=max_decisions) as tally:
         for a_id, b_id, sim in pending:
             if not comp._over(target):
                 break
-            if max_decisions is not None and done >= max_decisions:
-                stopped = "stopped after max_decisions (resumable)"
+            stopped = tally.capped()
+            if stopped:
                 break
             if a_id not in store or b_id not in store:
                 continue  # an entry is gone: this delete (or another decision) took it
@@ -72,19 +72,12 @@ def take_deferred(comp: Compressor, plan: _Plan, step: int, actions: Counter[str
                     raise ConfigurationError(f"method {comp.method.name!r}: deferred() returned a "
                                              f"{decision.action}; it may return a delete or None")
                 t = time.perf_counter()
-                effect = journal.apply(plan.run_id, step, (a_id, b_id, sim), decision, metric=comp._metric,
+                effect = journal.apply(plan.run_id, tally.step, (a_id, b_id, sim), decision, metric=comp._metric,
                                        latency_ms=latency)
             except EntryNotFoundError:
                 continue  # removed by another connection meanwhile: nothing written
             comp.method.applied([a if effect.removed[0] == a_id else b], None)
             clock["apply"] += time.perf_counter() - t
-            actions["delete"] += 1
-            sources[decision.source] += 1
             comp._deferred_taken += 1
-            step += 1
-            done += 1
-            comp._decided(group, models, step, target, actions, started, done)
-        if group.open:
-            group.commit()
-            comp._tick(step, target, actions, started, done)
-    return step, done, stopped
+            tally.count("delete", decision.source)
+    return tally.step, tally.done, stopped

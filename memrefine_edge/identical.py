@@ -85,19 +85,19 @@ def take_identical(comp: Compressor, plan: _Plan, step: int, actions: Counter[st
     clock["pairs"] += time.perf_counter() - t
     gone: set[str] = set()
     stopped = None
-    with store.grouped(window_s=comp.commit_window_s) as group:  # as the loop commits
-        models = comp._model_calls()
+    with comp._phase(plan, actions, sources, step=step, done=done, started=started,
+                     max_decisions=max_decisions) as tally:
         for a_id, b_id in identical_pairs(groups, gone=gone):
             if a_id in gone or b_id in gone or frozenset((a_id, b_id)) in preserved:
                 continue
             if not comp._over(target):
                 break
-            if max_decisions is not None and done >= max_decisions:
-                stopped = "stopped after max_decisions (resumable)"
+            stopped = tally.capped()
+            if stopped:
                 break
             try:
-                action, source = comp._decide_and_apply(plan.run_id, step, (a_id, b_id, IDENTICAL_SIMILARITY),
-                                                        None, clock)
+                action, source = comp._decide_and_apply(plan.run_id, tally.step,
+                                                        (a_id, b_id, IDENTICAL_SIMILARITY), None, clock)
             except EntryNotFoundError:
                 missing = [i for i in (a_id, b_id) if i not in store]
                 if not missing:
@@ -108,12 +108,5 @@ def take_identical(comp: Compressor, plan: _Plan, step: int, actions: Counter[st
                 preserved.add(frozenset((a_id, b_id)))
             else:  # a delete took one of them, a merge both
                 gone.update(i for i in (a_id, b_id) if i not in store)
-            actions[action] += 1
-            sources[source] += 1
-            step += 1
-            done += 1
-            comp._decided(group, models, step, target, actions, started, done)
-        if group.open:
-            group.commit()
-            comp._tick(step, target, actions, started, done)
-    return step, done, stopped
+            tally.count(action, source)
+    return tally.step, tally.done, stopped

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Callable
+from typing import Any, Callable
 
 from memrefine_edge.decision import Decision
 from memrefine_edge.merger import MergedEntry, Merger
@@ -54,3 +54,16 @@ class ConcatMerger(Merger):
         extra = [w for w in short.split() if w not in long_.split()]
         return MergedEntry(content=(long_ + (" " + " ".join(extra) if extra else "")).strip(),
                            keywords=tuple(sorted(set(extra))[:3]), source="concat")
+
+
+def interrupt_after_evictions(count: int) -> Callable[[Any], None]:
+    """A ``progress`` callback that raises KeyboardInterrupt (Ctrl-C) once ``count`` evictions are committed."""
+    seen: list[int] = []
+
+    def interrupt(p: Any) -> None:
+        if p.counts.get("evict", 0) > len(seen):
+            seen.append(p.step)
+            if len(seen) >= count:
+                raise KeyboardInterrupt
+
+    return interrupt

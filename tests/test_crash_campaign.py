@@ -38,6 +38,8 @@ import pytest
 
 from memrefine_edge.store import MemoryStore
 
+from fakes import interrupt_after_evictions
+
 from crash_fakes import Config, campaign_entries, check_invariants, compress_in_process, decision_keys, export, \
     make_campaign_store
 
@@ -168,16 +170,8 @@ def test_an_interrupted_eviction_resumes_in_the_order_it_started_with(refs, tmp_
     ref = refs["strict"]
     path = tmp_path / "evict.db"
     copy_db(ref.original_path, path)
-    evictions: list[int] = []
-
-    def interrupt(p) -> None:  # Ctrl-C after the given number of committed evictions
-        if p.counts.get("evict", 0) > len(evictions):
-            evictions.append(p.step)
-            if len(evictions) >= interrupt_at:
-                raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        compress_in_process(path, ref.cfg, progress=interrupt)
+        compress_in_process(path, ref.cfg, progress=interrupt_after_evictions(interrupt_at))
     summary = check_invariants(path, ref.original, ref.decisions)
     assert summary["decisions"] == ref.steps["evict"][0] + interrupt_at and summary["unfinished"]
     compress_in_process(path, ref.cfg)

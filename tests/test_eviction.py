@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import ScriptedMethod
+from fakes import ScriptedMethod, interrupt_after_evictions
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_compressor import compressor, export, make_store, synthetic_entries
@@ -164,16 +164,8 @@ def test_strict_eviction_interrupted_and_resumed_equals_an_uninterrupted_run(tmp
         want, want_entries = _evicted(store), export(store)
         assert {"delete", "merge"} <= {d.action for d in store.journal.decisions()}
     assert len(want) > interrupt_at + 3
-    seen = []
-
-    def interrupt(p) -> None:  # Ctrl-C after the given number of committed evictions
-        if p.counts.get("evict", 0) > len(seen):
-            seen.append(p.step)
-            if len(seen) >= interrupt_at:
-                raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        run(tmp_path / "cut.db", progress=interrupt)
+        run(tmp_path / "cut.db", progress=interrupt_after_evictions(interrupt_at))
     with MemoryStore(tmp_path / "cut.db", create=False) as store:
         assert len(_evicted(store)) == interrupt_at and store.journal.unfinished_run() is not None
     run(tmp_path / "cut.db")
