@@ -58,6 +58,7 @@ __all__ = [
     "stem",
     "fact_sentences",
     "sentence_scans",
+    "stated_words",
     "sentence_words",
     "fast_path",
 ]
@@ -468,6 +469,12 @@ def sentence_scans(text: str) -> list[tuple[str, bool, frozenset[str]]]:
         facts, filler = _extract_cached(text)
         return [(pieces[0], filler, facts.words)]
     return [(s, *sentence_words(s)) for s in pieces]
+
+
+def stated_words(scans: list[tuple[str, bool, frozenset[str]]]) -> frozenset[str]:
+    """The words of the sentences (as :func:`sentence_scans` gives them) that state something:
+    neither small talk nor a question."""
+    return frozenset().union(*(words for s, filler, words in scans if not filler and not s.rstrip().endswith("?")))
 
 
 def fact_sentences(text: str) -> list[str]:

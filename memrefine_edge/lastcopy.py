@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 
-from .facts import extract, sentence_scans, stem
+from .facts import extract, sentence_scans, stated_words, stem
 
 __all__ = ["LastCopies", "common_words", "content_keys", "specific_keys", "specific_keys_among", "stated_keys"]
 
@@ -64,8 +64,7 @@ def content_keys(text: str) -> frozenset[str]:
 def stated_keys(text: str) -> frozenset[str]:
     """Names, numbers, dates, and the words of the sentences that state something (no question, no small talk)."""
     f = extract(text)
-    words = [w for s, filler, w in sentence_scans(text) if not filler and not s.rstrip().endswith("?")]
-    return f.names | f.numbers | f.dates | frozenset().union(*words)
+    return f.names | f.numbers | f.dates | stated_words(sentence_scans(text))
 
 
 def specific_keys_among(text: str, common: frozenset[str]) -> frozenset[str]:

@@ -46,6 +46,7 @@ from .facts import (
     missing_facts,
     normalise,
     sentence_scans,
+    stated_words,
     strip_speaker,
 )
 
@@ -108,15 +109,13 @@ def _side(text: str) -> _Side:
     facts = extract(text)
     _, body = strip_speaker(text)
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", body.strip()) if s]
-    kept = [(s, words) for s, filler, words in sentence_scans(text) if not filler]
-    filler_share = 1.0 - len(kept) / len(sentences) if sentences else 1.0
+    scans = sentence_scans(text)
+    kept = sum(not filler for _, filler, _ in scans)
+    filler_share = 1.0 - kept / len(sentences) if sentences else 1.0
     if is_filler(text):
         filler_share = 1.0
     questions = sum(s.rstrip().endswith("?") for s in sentences)
-    stated: set[str] = set()
-    for s, words in kept:
-        if not s.rstrip().endswith("?"):
-            stated |= words
+    stated = stated_words(scans)
     return _Side(facts, max(1, len(sentences)), filler_share, questions / len(sentences) if sentences else 0.0,
                  len(stated), bool(_PHOTO.search(text)), tuple(_TOK.findall(normalise(body))))
 

@@ -172,3 +172,13 @@ def test_sentence_scans_agree_with_each_sentence_scanned_alone(text):
     sentences = [s.strip() for s in _SENTENCE.split(body) if s.strip()]
     assert sentence_scans(text) == [(s, *sentence_words(s)) for s in sentences]
     assert fact_sentences(text) == [s for s in sentences if not sentence_words(s)[0]]
+
+
+def test_stated_words_leave_out_small_talk_and_questions():
+    from memrefine_edge.facts import sentence_scans, sentence_words, stated_words
+
+    text = "Melanie: Hey! I painted a lake sunrise. Did you go kayaking? We adopted a puppy named Max."
+    assert stated_words(sentence_scans(text)) == (sentence_words("I painted a lake sunrise.")[1]
+                                                   | sentence_words("We adopted a puppy named Max.")[1])
+    question = sentence_words("Did you go kayaking?")[1]
+    assert question and not question & stated_words(sentence_scans(text)) and stated_words([]) == frozenset()
