@@ -8,9 +8,7 @@ the merged text carries the facts of both.
 The extractor (:func:`extract`) turns a text into a :class:`Facts`:
 
 * **speaker** -- a ``Name:`` prefix (``"Caroline: I went ..."``) is split off;
-  who said it is kept as a name fact when the text states something (a
-  sentence that is neither small talk nor a question): the speaker of
-  ``"Melanie: Cool! What books do you have?"`` is no fact to protect.
+  who said it is kept as a name fact.
 * **numbers** -- digit groups (``40``, ``3:30``, ``5K``, ``2023``) and number
   words (``five`` -> ``5``); ordinals (``first``, ``1st``) -> ``#1``.
 * **dates** -- month and weekday names (``Sept``/``September`` -> ``september``)
@@ -286,22 +284,17 @@ def _token_class(tok: str) -> tuple[str, str | None, int, str, int, str]:
     return bare, period, *plain, _SKIP, ""
 
 
-def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool, bool]:
-    """names, numbers, dates, negated, words, filler-only and states-something for one text body.
-
-    A body *states something* when one of its sentences is neither small talk nor a question.
-    """
+def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool]:
+    """names, numbers, dates, negated, words, filler-only for one text body."""
     names: set[str] = set()
     numbers: set[str] = set()
     dates: set[str] = set()
     words: set[str] = set()
     negated = False
     all_filler = True
-    states = False
     body = _FILLER_PHRASES.sub(" ", body)
     for sentence in _SENTENCE.split(body):
         first = True
-        s_filler = True
         for clause in _clauses(sentence):
             toks = _TOKEN.findall(clause)
             c_names: list[str] = []
@@ -340,22 +333,19 @@ def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool
                         _is_filler_word(r) for r in rest)
                 if not vocative:
                     names.update(c_names)
-                    s_filler = False
+                    all_filler = False
             if c_other:
-                s_filler = False
-        if not s_filler:
-            all_filler = False
-            states = states or not sentence.rstrip().endswith("?")
-    return names, numbers, dates, negated, words, all_filler, states
+                all_filler = False
+    return names, numbers, dates, negated, words, all_filler
 
 
 @lru_cache(maxsize=TEXT_CACHE)
 def _extract_cached(text: str) -> tuple[Facts, bool]:
     speaker, body = strip_speaker(text)
-    names, numbers, dates, negated, words, filler, states = _scan(body)
-    # Who said it is a fact only of what the text states: the speaker of small talk
-    # and questions ("Melanie: Hey! What books do you have?") is no fact to protect.
-    if speaker and states:
+    names, numbers, dates, negated, words, filler = _scan(body)
+    # Who said it is a fact only of something worth keeping: the speaker of
+    # pure small talk ("Melanie: Hey! What's up?") is no fact to protect.
+    if speaker and not filler:
         names.add(speaker.lower())
     # A merged entry speaks for several people ("Caroline: ... Melanie: ...");
     # the scan sees a label alone in its clause and would take it for a
@@ -459,7 +449,7 @@ def sentence_words(sentence: str) -> tuple[bool, frozenset[str]]:
     if not sentence.strip():
         return True, frozenset()
     _, body = strip_speaker(sentence)
-    _names, _numbers, _dates, _negated, words, filler, _states = _scan(body)
+    _names, _numbers, _dates, _negated, words, filler = _scan(body)
     return filler, frozenset(words)
 
 

@@ -22,7 +22,7 @@ Pipeline (:class:`GuardedJudge`), for a pair ``(a, b)`` proposed by similarity:
 
 Measured on the labelled pairs (``bench/judge_labels/``, test conversations
 that nothing was fitted on; ``bench/results/judge_configs.md``): the scorer
-has ideal-action accuracy 0.744 at 0.3% fact-losing decisions, in
+has ideal-action accuracy 0.716 at 0.6% fact-losing decisions, in
 about 0.3 ms a pair; the word-coverage :class:`FactJudge` 0.444 (it merges most
 distinct facts); the bundled SmolLM2-135M answers "delete a" for every pair,
 so behind the guard it decides like :class:`FactJudge`, at 1-2 s per pair.

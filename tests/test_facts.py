@@ -138,20 +138,6 @@ def test_the_speaker_of_pure_small_talk_is_no_fact():
     assert "melanie" in extract("Melanie: I painted a lake last week.").names  # a fact: who said it counts
 
 
-def test_the_speaker_of_questions_is_no_fact_but_what_they_ask_about_stays():
-    question = "Melanie: Sounds great! What kind of books you got in your library?"
-    f = extract(question)
-    assert not is_filler(question)  # it asks about something: not small talk
-    assert f.speaker == "melanie" and "melanie" not in f.names and {"book", "library"} <= f.words
-    assert not missing_facts(question, "Caroline: I've got lots of kids' books and a library.", min_word_cover=0.0)
-    # One statement among the questions makes the speaker a fact again.
-    assert "melanie" in extract("Melanie: Where was it? I went to Paris last May.").names
-    # The strict facts of a question still count: a name, a number, a date, a negation.
-    assert missing_facts("Melanie: Did Max like the 2 dogs?", "Caroline: I like dogs.",
-                         min_word_cover=0.0) == ["max", "2"]
-    assert missing_facts("Melanie: Isn't it great?", "Caroline: It is great.", min_word_cover=0.0) == ["<not>"]
-
-
 def test_speaker_labels_inside_a_merged_entry_are_names():
     merged = ("Caroline: Mental health's a priority, so take care of yourself. "
               "Melanie: Mental health is important to me, and it's made such an improvement!")
