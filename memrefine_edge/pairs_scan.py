@@ -28,7 +28,7 @@ row, decoded bit for bit as the store decodes them (:func:`_decode`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -377,33 +377,42 @@ class NeighbourScans:
         # and O(bucket·k) instead of growing with the number of tiles.
         size = h * max(1, min(8192 // h, -(-n // (4 * h))))  # at most 8192 rows; about 4 buckets for small n
         pools = [_Pool(b, min(n, b + size)) for b in range(0, n, size)]
-        tiles = [(i0, j0) for i0 in range(0, n, h) for j0 in range(i0, n, w)]
-        for t, sims in enumerate(self._tile_scores(tiles, h, w)):
-            i0, j0 = tiles[t]
-            i1, j1 = min(n, i0 + h), min(n, j0 + w)
-            if j0 == i0:  # a new row band: the judged pairs of its rows
-                lo, hi = np.searchsorted(ja, (i0, i1))
-                band_a, band_b = ja[lo:hi], jb[lo:hi]
-            d = np.arange(max(i0, j0), min(i1, j1))
-            sims[d - i0, d - j0] = NEG_INF  # an entry is not its own partner
-            inside = (band_b >= j0) & (band_b < j1)
-            sims[band_a[inside] - i0, band_b[inside] - j0] = NEG_INF
-            r, c = screen_rows(sims, low[i0:i1], margin[i0:i1], self._slots)
-            pools[i0 // size].add(r + i0, c + j0, sims[r, c])
-            # Transposed: the tile's columns past this row band get their partners among its rows
-            # (columns inside the band are rows of this band: covered above).
-            off = max(0, i1 - j0)
-            if off < j1 - j0:
-                part = sims[:, off:]
-                r, c = screen_columns(part, low[j0 + off : j1], margin[j0 + off : j1], self._slots)
-                owner = c + (j0 + off)
-                for b in range((j0 + off) // size, (j1 - 1) // size + 1):
-                    m = (owner >= pools[b].lo) & (owner < pools[b].hi)
-                    pools[b].add(owner[m], r[m] + i0, part[r[m], c[m]])
-            del sims
-            for pool in pools:
-                if pool.pooled > 2 * self._slots * (pool.hi - pool.lo) + 4096:
-                    self._prune(pool, low, margin)
+        for i0 in range(0, n, h):
+            i1 = min(n, i0 + h)
+            lo, hi = np.searchsorted(ja, (i0, i1))
+            band_a, band_b = ja[lo:hi], jb[lo:hi]
+            band = self._rows(i0, i1) if self._scale is None else None
+            for j0 in range(i0, n, w):
+                j1 = min(n, j0 + w)
+                if band is not None:
+                    sims = band @ self._rows(j0, j1).T
+                else:  # int8 codes: exact integer products, then the scales (see _scan), in kept buffers
+                    cells = (i1 - i0) * (j1 - j0)
+                    ints = self._buf("tile", h * w, np.int32)[:cells].reshape(i1 - i0, j1 - j0)
+                    int8_products(self._x[i0:i1], self._x[j0:j1], threads=self._threads, out=ints)
+                    # float32 in place of the int32 products (same size, elementwise: one buffer)
+                    sims = scale_in_place(ints, self._scale[i0:i1], self._scale[j0:j1],  # type: ignore[index]
+                                          scratch=self._buf("band", max(BAND_BYTES // 4, w), np.float32))
+                d = np.arange(max(i0, j0), min(i1, j1))
+                sims[d - i0, d - j0] = NEG_INF  # an entry is not its own partner
+                inside = (band_b >= j0) & (band_b < j1)
+                sims[band_a[inside] - i0, band_b[inside] - j0] = NEG_INF
+                r, c = screen_rows(sims, low[i0:i1], margin[i0:i1], self._slots)
+                pools[i0 // size].add(r + i0, c + j0, sims[r, c])
+                # Transposed: the tile's columns past this row band get their partners among its rows
+                # (columns inside the band are rows of this band: covered above).
+                off = max(0, i1 - j0)
+                if off < j1 - j0:
+                    part = sims[:, off:]
+                    r, c = screen_columns(part, low[j0 + off : j1], margin[j0 + off : j1], self._slots)
+                    owner = c + (j0 + off)
+                    for b in range((j0 + off) // size, (j1 - 1) // size + 1):
+                        m = (owner >= pools[b].lo) & (owner < pools[b].hi)
+                        pools[b].add(owner[m], r[m] + i0, part[r[m], c[m]])
+                del sims
+                for pool in pools:
+                    if pool.pooled > 2 * self._slots * (pool.hi - pool.lo) + 4096:
+                        self._prune(pool, low, margin)
         self._bufs.clear()  # the tiles' buffers: the build's alone
         for pool in pools:
             self._prune(pool, low, margin)
@@ -416,57 +425,6 @@ class NeighbourScans:
                 lo, hi = bounds[b], bounds[b + 1]
                 self._keep(blk, blk, r[lo:hi].astype(np.int64) - i0, c[lo:hi].astype(np.int64),
                            low[i0 : i0 + h], self._slots)
-
-    def _tile_scores(self, tiles: list[tuple[int, int]], h: int, w: int) -> Iterator[np.ndarray]:
-        """BLAS-or-integer scores of each tile ``(i0, j0)`` (``h`` x ``w`` at most), in order.
-
-        For int8 codes the next tile's integer products and scaling run on a worker thread
-        (onnxruntime and numpy release the GIL) while the caller screens the current one: the
-        screening is single-threaded numpy, as long as the products, and used to wait for them.
-        Two tile buffers alternate; a tile's scores are valid until the next one is asked for.
-        The scores are those of the one-thread order, bit for bit (each tile's own computation).
-        """
-        n = self._nrows
-        if self._scale is None:
-            for i0, j0 in tiles:
-                yield self._rows(i0, min(n, i0 + h)) @ self._rows(j0, min(n, j0 + w)).T
-            return
-        codes, scale = self._x, self._scale
-        gemm_threads = max(1, self._threads - 1)  # one core screens meanwhile
-
-        def products(t: int) -> np.ndarray:
-            i0, j0 = tiles[t]
-            i1, j1 = min(n, i0 + h), min(n, j0 + w)
-            cells = (i1 - i0) * (j1 - j0)
-            # int8 codes: exact integer products, then the scales (see _scan), in kept buffers
-            ints = self._buf(("tile", t % 2), h * w, np.int32)[:cells].reshape(i1 - i0, j1 - j0)
-            int8_products(codes[i0:i1], codes[j0:j1], threads=gemm_threads, out=ints)
-            # float32 in place of the int32 products (same size, elementwise: one buffer)
-            return scale_in_place(ints, scale[i0:i1], scale[j0:j1],
-                                  scratch=self._buf(("band", t % 2), max(BAND_BYTES // 4, w), np.float32))
-
-        if self._threads < 2 or len(tiles) < 2:
-            for t in range(len(tiles)):
-                yield products(t)
-            return
-        # The buffers are made here, on the caller's thread (the worker must not grow self._bufs).
-        for slot in (0, 1):
-            self._buf(("tile", slot), h * w, np.int32)
-            self._buf(("band", slot), max(BAND_BYTES // 4, w), np.float32)
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memrefine-tiles") as pool:
-            pending = pool.submit(products, 0)
-            try:
-                for t in range(len(tiles)):
-                    sims = pending.result()
-                    if t + 1 < len(tiles):
-                        pending = pool.submit(products, t + 1)  # the other buffer: this tile stays valid
-                    yield sims
-            finally:
-                pending.cancel()
-                if not pending.cancelled():
-                    pending.exception()  # wait: the worker must be done with the buffers
 
     def _prune(self, pool: "_Pool", low: np.ndarray, margin: np.ndarray) -> None:
         """Raise the pool's rows' k-th score bounds to their k-th pooled score; drop what that rules out.

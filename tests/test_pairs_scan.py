@@ -52,14 +52,13 @@ def test_rows_decode_bit_for_bit_as_the_store_reads_them():
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("quantized", [False, True])
 def test_scans_split_over_threads_give_the_same_order(monkeypatch, threads, quantized):
-    # Small scan blocks, so that even this store's row scans are split between threads, and small
-    # build tiles, so that with two or more threads the next tile's products overlap this one's screening.
+    # Small scan blocks, so that even this store's row scans are split between threads.
     monkeypatch.setattr(pairs_scan, "SCAN_ROWS", 8)
     monkeypatch.setattr(pairs_scan, "INT_SCAN_ROWS", 16)
     x = make_data("gauss", 120, 10, 41)
     ids = [f"e{i}" for i in range(120)]
     if quantized:
-        target = QuantizedTarget(ids, x, k=2, threads=threads, block_rows=16, tile_cols=24)
+        target = QuantizedTarget(ids, x, k=2, threads=threads)
         ref = DecodedNaive(ids, x)
     else:
         target, ref = PairQueue(ids, x, k=2, threads=threads), NaiveOrder(ids, x)
