@@ -15,8 +15,11 @@ The extractor (:func:`extract`) turns a text into a :class:`Facts`:
   and relative time words (``yesterday``, ``tonight``, ``last week``,
   ``next month``, ``ago`` ...).
 * **names** -- capitalised words. A word that starts a sentence is a name
-  only when it is not a stopword, not a filler word, and does not look like
-  an ordinary word (``-ing``/``-ed``/``-ly``/``-tion`` ...); ``I`` never is.
+  only when it is not a stopword, not a filler word, does not look like an
+  ordinary word (``-ing``/``-ed``/``-ly``/``-tion`` ...) and is not one of the
+  dictionary words never written capitalised (:func:`is_plain_word`:
+  ``"Obstacles"``, ``"Big"``; ``"Mark"`` and ``"Grace"`` stay names); ``I``
+  never is.
   *Vocatives* -- a name alone in a clause of greetings or thanks
   (``"Thanks, Maria!"``, ``"Hey Gina, ..."``) -- are dropped: the addressee
   is not a fact about the world.
@@ -37,9 +40,14 @@ number or date -- ``"Thanks, Jon! Appreciate your support!"``.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import re
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 
 from .decision import Decision
 
@@ -52,6 +60,7 @@ __all__ = [
     "strip_speaker",
     "missing_facts",
     "covers",
+    "is_plain_word",
     "fact_overlap",
     "describe",
     "surface_forms",
@@ -227,13 +236,37 @@ def _is_cap(tok: str) -> bool:
     return tok[:1].isupper()
 
 
+def _word_hash(word: str) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+@lru_cache(maxsize=1)
+def _plain_hashes() -> array[int]:
+    # 64-bit hashes, sorted: 0.3 MB where a set of the 40k words takes 6 MB of a device's memory
+    # budget (a chance collision, about 2e-15 per word looked up, would only make a word no name).
+    raw = resources.files(__package__).joinpath("data", "plain_words.txt.gz").read_bytes()
+    words = gzip.decompress(raw).decode("utf-8").split("\n")
+    return array("Q", sorted(_word_hash(w) for w in words if w and not w.startswith("#")))
+
+
+def is_plain_word(word: str) -> bool:
+    """True for an English word a dictionary never spells capitalised (``data/plain_words.txt.gz``,
+    from SCOWL; written by ``scripts/make_plain_words.py``): at a sentence start it is no name.
+    ``word`` is lower case."""
+    hashes, h = _plain_hashes(), _word_hash(word)
+    i = bisect_left(hashes, h)
+    return i < len(hashes) and hashes[i] == h
+
+
 def _sentence_start_name(tok: str) -> bool:
     low = tok.lower().replace("\u2019", "'").replace("'", "")
     if low in _STOP or low in _FILLER or low in _NEGATION or low in _NUMBER_WORDS or low in _ORDINALS:
         return False
     if tok.isupper() and len(tok) > 1:  # LGBTQ, NBA
         return True
-    return not _COMMON_SUFFIX.search(low)
+    # "Obstacles keep coming", "Big news": a word only ever written in lower case is no name;
+    # one that is also a name ("Mark", "Grace", "John") still counts as one.
+    return not _COMMON_SUFFIX.search(low) and not is_plain_word(low)
 
 
 _FILLER_PHRASES = re.compile(

@@ -32,6 +32,39 @@ def test_sentence_initial_capitals_are_not_names_unless_they_look_like_one():
     assert "melanie" in f.names
 
 
+
+@pytest.mark.parametrize("text", ["Obstacles keep coming up at work.", "Big news: I got the job!",
+                                  "Confidence is key when you perform."])
+def test_a_plain_dictionary_word_starting_a_sentence_is_no_name(text):
+    f = extract(text)
+    assert not f.names
+    # Still an ordinary content word: a paraphrase must carry most of these.
+    assert f.words
+
+
+@pytest.mark.parametrize("text, name", [("Mark went to Paris.", "mark"), ("Grace loves dogs.", "grace"),
+                                        ("John likes cats.", "john"), ("NBA games are fun.", "nba"),
+                                        ("Caroline: Obstacles keep coming.", "caroline")])
+def test_a_word_that_is_also_a_name_still_counts_as_one_at_a_sentence_start(text, name):
+    assert name in extract(text).names
+
+
+def test_a_plain_word_at_a_sentence_start_no_longer_blocks_a_covering_delete():
+    # "Obstacles" is no name, so the longer entry carries every strict fact of the shorter one.
+    assert covers("Caroline: obstacles keep coming up at work, but I stay positive.",
+                  "Caroline: Obstacles keep coming up at work.")
+
+
+@pytest.mark.parametrize("word, plain", [("obstacles", True), ("confidence", True), ("big", True),
+                                         ("john", False), ("mark", False), ("grace", False),
+                                         ("caroline", False), ("paris", False), ("iphone", False),
+                                         ("zzqx", False), ("", False)])
+def test_plain_words_are_dictionary_words_never_written_capitalised(word, plain):
+    from memrefine_edge.facts import is_plain_word
+
+    assert is_plain_word(word) is plain
+
+
 def test_numbers_dates_and_number_words():
     f = extract("John scored 40 points last week, his first 5K was in Sept 2022; he has two dogs.")
     assert {"40", "5k", "2022", "2"} <= f.numbers
