@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from memrefine_edge.errors import MemRefineError
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
 
@@ -37,6 +38,51 @@ def locomo_dir() -> Path:
     return path
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Stores the totals check opened and compared, over the session (the summary prints it).
+_TOTALS_CHECKED = [0]
+
+
+def _store_files(root: Path) -> list[Path]:
+    out = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.name.endswith(("-wal", "-shm", "-journal")):
+            with path.open("rb") as fh:
+                if fh.read(16) == _SQLITE_MAGIC:
+                    out.append(path)
+    return out
+
+
+def check_totals_under(root: Path) -> int:
+    """Assert that every store under ``root`` keeps running size totals equal to a full recount;
+    returns how many stores were checked. Files that are not stores, or that a test left unreadable
+    on purpose, are skipped: opening them fails with the product's own error."""
+    checked = 0
+    for path in _store_files(root):
+        try:
+            store = MemoryStore(path, create=False, busy_timeout_ms=2_000)
+        except MemRefineError:
+            continue
+        try:
+            counts = store.recount()
+        finally:
+            store.close()
+        wrong = {k: v for k, v in counts.items() if v["total"] != v["recount"]}
+        assert not wrong, f"{path.name}: running totals differ from a recount: {wrong}"
+        checked += 1
+    return checked
+
+
+@pytest.fixture(autouse=True)
+def _running_totals_equal_a_recount(request):
+    """After every test, each store left in its ``tmp_path`` keeps running size totals equal to a
+    full recount, whatever the test did to it (changes, undo, purge, a killed process)."""
+    yield
+    root = request.node.funcargs.get("tmp_path")
+    if root is not None:
+        _TOTALS_CHECKED[0] += check_totals_under(Path(root))
+
+
 _MEASURED: list[tuple[str, object]] = []
 
 
@@ -48,6 +94,8 @@ def pytest_runtest_logreport(report):
 
 def pytest_terminal_summary(terminalreporter):
     """Print the measured numbers at the end of every run, so CI logs carry them."""
+    if _TOTALS_CHECKED[0]:
+        _MEASURED.append(("totals_checked_stores", _TOTALS_CHECKED[0]))
     if _MEASURED:
         terminalreporter.section("measured")
         for key, value in _MEASURED:

@@ -605,6 +605,28 @@ def test_a_removed_entry_is_gone_from_the_files_once_the_store_is_closed(tmp_pat
     assert b"Ben likes green tea" in data
 
 
+def test_the_after_test_totals_check_catches_drifted_totals_and_skips_other_files(tmp_path):
+    # Every test's tmp_path gets this check when the test ends (conftest); it must be able to fail.
+    from conftest import check_totals_under
+
+    with MemoryStore(tmp_path / "ok.db") as store:
+        store.add_many([Entry(id=f"e{i}", content=f"Note {i}.") for i in range(3)])
+    sqlite3.connect(tmp_path / "other.sqlite").execute("CREATE TABLE t (x)").connection.close()
+    (tmp_path / "notes.txt").write_text("not a database")
+    assert check_totals_under(tmp_path) == 1
+    con = sqlite3.connect(tmp_path / "ok.db")
+    with con:
+        con.execute("UPDATE totals SET value = value + 1 WHERE name = 'json_bytes'")
+    con.close()
+    with pytest.raises(AssertionError, match="json_bytes"):
+        check_totals_under(tmp_path)
+    con = sqlite3.connect(tmp_path / "ok.db")
+    with con:  # put right again, so the check this test gets when it ends passes
+        con.execute("UPDATE totals SET value = value - 1 WHERE name = 'json_bytes'")
+    con.close()
+    assert check_totals_under(tmp_path) == 1
+
+
 def test_running_totals_equal_a_recount_after_every_kind_of_change(tmp_path):
     from memrefine_edge.compressor import Compressor
     from memrefine_edge.testing import FakeMerger
