@@ -50,6 +50,7 @@ from functools import lru_cache
 from importlib import resources
 
 from .decision import Decision
+from .smalltalk import is_small_talk
 
 __all__ = [
     "Facts",
@@ -68,6 +69,7 @@ __all__ = [
     "fact_sentences",
     "sentence_scans",
     "stated_words",
+    "candidate_sentences",
     "sentence_words",
     "fast_path",
 ]
@@ -317,8 +319,11 @@ def _token_class(tok: str) -> tuple[str, str | None, int, str, int, str]:
     return bare, period, *plain, _SKIP, ""
 
 
-def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool]:
-    """names, numbers, dates, negated, words, filler-only for one text body."""
+def _scan(body: str, *, classify: bool = True) -> tuple[set[str], set[str], set[str], bool, set[str], bool]:
+    """names, numbers, dates, negated, words, filler-only for one text body.
+
+    ``classify=False`` decides small talk by the word lists alone (no learned classifier).
+    """
     names: set[str] = set()
     numbers: set[str] = set()
     dates: set[str] = set()
@@ -328,6 +333,12 @@ def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool
     body = _FILLER_PHRASES.sub(" ", body)
     for sentence in _SENTENCE.split(body):
         first = True
+        s_names: set[str] = set()
+        s_numbers: set[str] = set()
+        s_dates: set[str] = set()
+        s_words: set[str] = set()
+        s_negated = False
+        s_filler = True
         for clause in _clauses(sentence):
             toks = _TOKEN.findall(clause)
             c_names: list[str] = []
@@ -342,18 +353,18 @@ def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool
                 elif kind == _NAME and at_start and not value:
                     kind, value = fallback, fallback_value
                 if kind == _NUM:
-                    numbers.add(value)
+                    s_numbers.add(value)
                     c_other = True
                 elif kind == _DATE:
-                    dates.add(value)
+                    s_dates.add(value)
                     c_other = True
                 elif kind == _NEG:
-                    negated = True
+                    s_negated = True
                     c_other = True
                 elif kind == _NAME:
                     c_names.append(bare)
                 elif kind == _WORD:
-                    words.add(value)
+                    s_words.add(value)
                     c_other = True
                 prev = bare
             if c_names:
@@ -365,17 +376,29 @@ def _scan(body: str) -> tuple[set[str], set[str], set[str], bool, set[str], bool
                     vocative = (not rest or any(r in _VOCATIVE_CUES for r in rest)) and all(
                         _is_filler_word(r) for r in rest)
                 if not vocative:
-                    names.update(c_names)
-                    all_filler = False
+                    s_names.update(c_names)
+                    s_filler = False
             if c_other:
-                all_filler = False
+                s_filler = False
+        if (classify and not s_filler and not (s_names or s_numbers or s_dates) and not sentence.rstrip().endswith("?")
+                and is_small_talk(sentence)):
+            # Small talk in ordinary words ("It must feel great!"): no name, number or date, and the
+            # learned classifier says it states nothing; it holds no fact, like greetings do.
+            s_filler = True
+        if not s_filler:
+            names |= s_names
+            numbers |= s_numbers
+            dates |= s_dates
+            words |= s_words
+            negated = negated or s_negated
+            all_filler = False
     return names, numbers, dates, negated, words, all_filler
 
 
 @lru_cache(maxsize=TEXT_CACHE)
-def _extract_cached(text: str) -> tuple[Facts, bool]:
+def _extract_cached(text: str, classify: bool = True) -> tuple[Facts, bool]:
     speaker, body = strip_speaker(text)
-    names, numbers, dates, negated, words, filler = _scan(body)
+    names, numbers, dates, negated, words, filler = _scan(body, classify=classify)
     # Who said it is a fact only of something worth keeping: the speaker of
     # pure small talk ("Melanie: Hey! What's up?") is no fact to protect.
     if speaker and not filler:
@@ -390,16 +413,20 @@ def _extract_cached(text: str) -> tuple[Facts, bool]:
     return facts, filler
 
 
-def extract(text: str) -> Facts:
-    """The facts of one memory text (see the module docstring for the rules)."""
-    return _extract_cached(text)[0]
+def extract(text: str, *, classify: bool = True) -> Facts:
+    """The facts of one memory text (see the module docstring for the rules).
+
+    ``classify=False`` leaves out the small-talk classifier (:mod:`memrefine_edge.smalltalk`): only
+    the word lists decide what is small talk.
+    """
+    return _extract_cached(text, classify)[0]
 
 
-def is_filler(text: str) -> bool:
-    """True when the text holds only greetings, thanks, praise or small talk."""
+def is_filler(text: str, *, classify: bool = True) -> bool:
+    """True when the text holds only greetings, thanks, praise or small talk (``classify`` as in :func:`extract`)."""
     if not text.strip():
         return True
-    return _extract_cached(text)[1]
+    return _extract_cached(text, classify)[1]
 
 
 def coverage_keys(f: Facts) -> set[str]:
@@ -472,7 +499,7 @@ def describe(keys: list[str], text: str | None = None) -> str:
 
 
 @lru_cache(maxsize=8192)
-def sentence_words(sentence: str) -> tuple[bool, frozenset[str]]:
+def sentence_words(sentence: str, classify: bool = True) -> tuple[bool, frozenset[str]]:
     """``(is_filler(sentence), extract(sentence).words)`` for one sentence of an entry.
 
     Cached apart from whole entries: an entry's sentences would otherwise push
@@ -482,11 +509,11 @@ def sentence_words(sentence: str) -> tuple[bool, frozenset[str]]:
     if not sentence.strip():
         return True, frozenset()
     _, body = strip_speaker(sentence)
-    _names, _numbers, _dates, _negated, words, filler = _scan(body)
+    _names, _numbers, _dates, _negated, words, filler = _scan(body, classify=classify)
     return filler, frozenset(words)
 
 
-def sentence_scans(text: str) -> list[tuple[str, bool, frozenset[str]]]:
+def sentence_scans(text: str, *, classify: bool = True) -> list[tuple[str, bool, frozenset[str]]]:
     """Each sentence of ``text`` (speaker prefix off, stripped, empty ones dropped) with its
     :func:`sentence_words`: ``(sentence, is_filler, words)``.
 
@@ -499,15 +526,30 @@ def sentence_scans(text: str) -> list[tuple[str, bool, frozenset[str]]]:
     if len(pieces) == 1 and strip_speaker(pieces[0])[0] is None:
         # _scan reads a body sentence by sentence, so the body's scan is its one sentence's
         # (the rest of the body is separators); no second speaker prefix to strip.
-        facts, filler = _extract_cached(text)
+        facts, filler = _extract_cached(text, classify)
         return [(pieces[0], filler, facts.words)]
-    return [(s, *sentence_words(s)) for s in pieces]
+    return [(s, *sentence_words(s, classify)) for s in pieces]
 
 
 def stated_words(scans: list[tuple[str, bool, frozenset[str]]]) -> frozenset[str]:
     """The words of the sentences (as :func:`sentence_scans` gives them) that state something:
     neither small talk nor a question."""
     return frozenset().union(*(words for s, filler, words in scans if not filler and not s.rstrip().endswith("?")))
+
+
+def candidate_sentences(text: str) -> list[tuple[int, str, bool]]:
+    """Each sentence of ``text`` as :func:`sentence_scans` splits it, ``(index, sentence, undecided)``.
+
+    ``undecided`` marks the sentences the word lists cannot tell from small talk: not small talk by
+    them, not a question, and holding no name, number or date (with one of those a sentence is a fact
+    whatever its wording). Only these are left to the small-talk classifier.
+    """
+    out = []
+    for n, (sentence, _filler, _words) in enumerate(sentence_scans(text)):
+        names, numbers, dates, _neg, _w, filler = _scan(strip_speaker(sentence)[1], classify=False)
+        undecided = not filler and not sentence.rstrip().endswith("?") and not (names or numbers or dates)
+        out.append((n, sentence, undecided))
+    return out
 
 
 def fact_sentences(text: str) -> list[str]:
@@ -526,13 +568,17 @@ def _contained(small: str, big: str) -> bool:
     return f" {small} " in f" {big} "
 
 
-def fast_path(a: str, b: str) -> Decision | None:
-    """Decisions that are right by construction, or None when a judge must decide.
+def fast_path(a: str, b: str, *, classify: bool = True) -> Decision | None:
+    """Decisions that need no judge, or None when a judge must decide.
 
     In order: exact duplicate; normalised duplicate (case, punctuation,
     whitespace); one text contained in the other (delete the contained one);
-    both pure filler (delete the shorter); one pure filler and the other not
-    (delete the filler -- it carries no fact by definition).
+    both pure small talk (delete the shorter); one pure small talk and the
+    other not (delete the small talk -- it carries no fact by definition).
+    Small talk is the word lists' and the learned classifier's
+    (:mod:`memrefine_edge.smalltalk`; ``classify=False``: the word lists'
+    only), so these deletes are as right as the classifier is: measured, not
+    by construction.
     """
     if a == b:
         return Decision("delete", "b", reason="exact duplicate", source="rule")
@@ -547,7 +593,7 @@ def fast_path(a: str, b: str) -> Decision | None:
         return Decision("delete", "a", reason="entry A is contained in entry B", source="rule")
     if _contained(nb, na):
         return Decision("delete", "b", reason="entry B is contained in entry A", source="rule")
-    fa, fb = is_filler(a), is_filler(b)
+    fa, fb = is_filler(a, classify=classify), is_filler(b, classify=classify)
     if fa and fb:
         return Decision("delete", "a" if len(a) <= len(b) else "b",
                         reason="both entries are greetings, thanks or small talk", source="rule")

@@ -106,13 +106,15 @@ class _Side:
 
 @lru_cache(maxsize=TEXT_CACHE)
 def _side(text: str) -> _Side:
-    facts = extract(text)
+    # The features read the word lists' small talk only (classify=False): the learned classifier
+    # decides in the hard fact checks and the fast path, which gate the scorer's choice.
+    facts = extract(text, classify=False)
     _, body = strip_speaker(text)
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", body.strip()) if s]
-    scans = sentence_scans(text)
+    scans = sentence_scans(text, classify=False)
     kept = sum(not filler for _, filler, _ in scans)
     filler_share = 1.0 - kept / len(sentences) if sentences else 1.0
-    if is_filler(text):
+    if is_filler(text, classify=False):
         filler_share = 1.0
     questions = sum(s.rstrip().endswith("?") for s in sentences)
     stated = stated_words(scans)

@@ -22,6 +22,7 @@ LAYERS: list[list[str]] = [
     ["entry", "decision", "similarity", "int8mm"],
     ["pairs_scan"],
     ["pairs"],
+    ["smalltalk"],
     ["facts"],
     ["store.schema", "store.lock", "store.files"],
     ["store.sizes", "store.vectors"],
