@@ -33,9 +33,15 @@ Names, numbers, dates and negation are *strict*: every one must be covered.
 Content words are *soft*: a share ``min_word_cover`` of them must be covered,
 because a paraphrase changes some words without changing the facts.
 
-**Filler** (:func:`is_filler`): text whose every clause holds only greeting,
-thanks, praise or small-talk words, stopwords and vocative names, and no
-number or date -- ``"Thanks, Jon! Appreciate your support!"``.
+**Filler** (:func:`is_filler`): text whose every sentence is small talk. A
+sentence is small talk when every clause holds only greeting, thanks, praise
+or small-talk words, stopwords and vocative names, and no number or date --
+``"Thanks, Jon! Appreciate your support!"`` -- or, when it is no question and
+holds no name, number or date, when the learned classifier
+(:mod:`memrefine_edge.smalltalk`) calls it small talk -- ``"It must feel great
+to be recognised."``. A small-talk sentence contributes no fact. Every
+function that reads small talk takes ``classify=False`` for the word lists
+alone (the redundancy scorer's features, which were trained on them).
 """
 
 from __future__ import annotations
@@ -69,7 +75,6 @@ __all__ = [
     "fact_sentences",
     "sentence_scans",
     "stated_words",
-    "candidate_sentences",
     "sentence_words",
     "fast_path",
 ]
@@ -535,21 +540,6 @@ def stated_words(scans: list[tuple[str, bool, frozenset[str]]]) -> frozenset[str
     """The words of the sentences (as :func:`sentence_scans` gives them) that state something:
     neither small talk nor a question."""
     return frozenset().union(*(words for s, filler, words in scans if not filler and not s.rstrip().endswith("?")))
-
-
-def candidate_sentences(text: str) -> list[tuple[int, str, bool]]:
-    """Each sentence of ``text`` as :func:`sentence_scans` splits it, ``(index, sentence, undecided)``.
-
-    ``undecided`` marks the sentences the word lists cannot tell from small talk: not small talk by
-    them, not a question, and holding no name, number or date (with one of those a sentence is a fact
-    whatever its wording). Only these are left to the small-talk classifier.
-    """
-    out = []
-    for n, (sentence, _filler, _words) in enumerate(sentence_scans(text)):
-        names, numbers, dates, _neg, _w, filler = _scan(strip_speaker(sentence)[1], classify=False)
-        undecided = not filler and not sentence.rstrip().endswith("?") and not (names or numbers or dates)
-        out.append((n, sentence, undecided))
-    return out
 
 
 def fact_sentences(text: str) -> list[str]:

@@ -29,12 +29,27 @@ sys.path.insert(0, str(REPO / "bench" / "judge_labels"))
 
 from pairs import TEST, entries  # noqa: E402  (the judge's pairs: same stores, same split)
 
-from memrefine_edge.facts import candidate_sentences  # noqa: E402
+from memrefine_edge.facts import extract, is_filler, sentence_scans  # noqa: E402
 
 SENTENCES = HERE / "sentences.jsonl"
 SAMPLES = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47")
 PER_KIND = {"turns": 100, "observations": 15, "text": 15}
 LABELS = ("fact", "small_talk")
+
+
+def candidate_sentences(text: str) -> list[tuple[int, str, bool]]:
+    """Each sentence of ``text`` as the fact extractor splits it, ``(index, sentence, undecided)``.
+
+    ``undecided``: the word lists cannot tell it from small talk (not small talk by them, not a question,
+    no name, number or date): the sentences the classifier decides.
+    """
+    out = []
+    for n, (sentence, _filler, _words) in enumerate(sentence_scans(text)):
+        f = extract(sentence, classify=False)
+        undecided = (not is_filler(sentence, classify=False) and not sentence.rstrip().endswith("?")
+                     and not (f.names or f.numbers or f.dates))
+        out.append((n, sentence, undecided))
+    return out
 
 
 def resolve(ref: str) -> tuple[str, str]:
