@@ -324,17 +324,33 @@ def _token_class(tok: str) -> tuple[str, str | None, int, str, int, str]:
     return bare, period, *plain, _SKIP, ""
 
 
-def _scan(body: str, *, classify: bool = True) -> tuple[set[str], set[str], set[str], bool, set[str], bool]:
-    """names, numbers, dates, negated, words, filler-only for one text body.
+_Scan = tuple[set[str], set[str], set[str], bool, set[str], bool]
 
-    ``classify=False`` decides small talk by the word lists alone (no learned classifier).
-    """
+
+def _union(kept: list[tuple[set[str], set[str], set[str], bool, set[str]]]) -> _Scan:
     names: set[str] = set()
     numbers: set[str] = set()
     dates: set[str] = set()
     words: set[str] = set()
     negated = False
-    all_filler = True
+    for s_names, s_numbers, s_dates, s_negated, s_words in kept:
+        names |= s_names
+        numbers |= s_numbers
+        dates |= s_dates
+        words |= s_words
+        negated = negated or s_negated
+    return names, numbers, dates, negated, words, not kept
+
+
+def _scan(body: str) -> tuple[_Scan, _Scan]:
+    """``(names, numbers, dates, negated, words, filler-only)`` of one text body, twice: with the
+    small-talk classifier, and with the word lists alone.
+
+    One pass gives both (the classifier only drops sentences), so a text is tokenised once whichever
+    view its callers ask for.
+    """
+    stated: list[tuple[set[str], set[str], set[str], bool, set[str]]] = []  # sentences not small talk ...
+    talk: list[bool] = []  # ... and whether the classifier calls each one small talk
     body = _FILLER_PHRASES.sub(" ", body)
     for sentence in _SENTENCE.split(body):
         first = True
@@ -385,25 +401,22 @@ def _scan(body: str, *, classify: bool = True) -> tuple[set[str], set[str], set[
                     s_filler = False
             if c_other:
                 s_filler = False
-        if (classify and not s_filler and not (s_names or s_numbers or s_dates) and not sentence.rstrip().endswith("?")
-                and is_small_talk(sentence)):
-            # Small talk in ordinary words ("It must feel great!"): no name, number or date, and the
-            # learned classifier says it states nothing; it holds no fact, like greetings do.
-            s_filler = True
-        if not s_filler:
-            names |= s_names
-            numbers |= s_numbers
-            dates |= s_dates
-            words |= s_words
-            negated = negated or s_negated
-            all_filler = False
-    return names, numbers, dates, negated, words, all_filler
+        if s_filler:
+            continue
+        stated.append((s_names, s_numbers, s_dates, s_negated, s_words))
+        # Small talk in ordinary words ("It must feel great!"): no name, number or date, no question,
+        # and the learned classifier says it states nothing; it holds no fact, like greetings do.
+        talk.append(not (s_names or s_numbers or s_dates) and not sentence.rstrip().endswith("?")
+                    and is_small_talk(sentence))
+    plain = _union(stated)
+    if not any(talk):
+        return plain, plain
+    return _union([x for x, t in zip(stated, talk, strict=True) if not t]), plain
 
 
-@lru_cache(maxsize=TEXT_CACHE)
-def _extract_cached(text: str, classify: bool = True) -> tuple[Facts, bool]:
-    speaker, body = strip_speaker(text)
-    names, numbers, dates, negated, words, filler = _scan(body, classify=classify)
+def _facts(speaker: str | None, body: str, scan: _Scan) -> tuple[Facts, bool]:
+    names, numbers, dates, negated, words, filler = scan
+    names = set(names)
     # Who said it is a fact only of something worth keeping: the speaker of
     # pure small talk ("Melanie: Hey! What's up?") is no fact to protect.
     if speaker and not filler:
@@ -418,20 +431,29 @@ def _extract_cached(text: str, classify: bool = True) -> tuple[Facts, bool]:
     return facts, filler
 
 
+@lru_cache(maxsize=TEXT_CACHE)
+def _extract_cached(text: str) -> tuple[tuple[Facts, bool], tuple[Facts, bool]]:
+    """``((facts, filler) with the classifier, (facts, filler) with the word lists alone)``: one slot, one scan."""
+    speaker, body = strip_speaker(text)
+    classified, plain = _scan(body)
+    plain_facts = _facts(speaker, body, plain)
+    return (plain_facts if classified is plain else _facts(speaker, body, classified)), plain_facts
+
+
 def extract(text: str, *, classify: bool = True) -> Facts:
     """The facts of one memory text (see the module docstring for the rules).
 
     ``classify=False`` leaves out the small-talk classifier (:mod:`memrefine_edge.smalltalk`): only
     the word lists decide what is small talk.
     """
-    return _extract_cached(text, classify)[0]
+    return _extract_cached(text)[0 if classify else 1][0]
 
 
 def is_filler(text: str, *, classify: bool = True) -> bool:
     """True when the text holds only greetings, thanks, praise or small talk (``classify`` as in :func:`extract`)."""
     if not text.strip():
         return True
-    return _extract_cached(text, classify)[1]
+    return _extract_cached(text)[0 if classify else 1][1]
 
 
 def coverage_keys(f: Facts) -> set[str]:
@@ -503,7 +525,6 @@ def describe(keys: list[str], text: str | None = None) -> str:
     return ", ".join(shown) + more
 
 
-@lru_cache(maxsize=8192)
 def sentence_words(sentence: str, classify: bool = True) -> tuple[bool, frozenset[str]]:
     """``(is_filler(sentence), extract(sentence).words)`` for one sentence of an entry.
 
@@ -514,8 +535,13 @@ def sentence_words(sentence: str, classify: bool = True) -> tuple[bool, frozense
     if not sentence.strip():
         return True, frozenset()
     _, body = strip_speaker(sentence)
-    _names, _numbers, _dates, _negated, words, filler = _scan(body, classify=classify)
-    return filler, frozenset(words)
+    return _sentence_words(body)[0 if classify else 1]
+
+
+@lru_cache(maxsize=8192)
+def _sentence_words(body: str) -> tuple[tuple[bool, frozenset[str]], tuple[bool, frozenset[str]]]:
+    classified, plain = _scan(body)
+    return (classified[5], frozenset(classified[4])), (plain[5], frozenset(plain[4]))
 
 
 def sentence_scans(text: str, *, classify: bool = True) -> list[tuple[str, bool, frozenset[str]]]:
@@ -531,7 +557,7 @@ def sentence_scans(text: str, *, classify: bool = True) -> list[tuple[str, bool,
     if len(pieces) == 1 and strip_speaker(pieces[0])[0] is None:
         # _scan reads a body sentence by sentence, so the body's scan is its one sentence's
         # (the rest of the body is separators); no second speaker prefix to strip.
-        facts, filler = _extract_cached(text, classify)
+        facts, filler = _extract_cached(text)[0 if classify else 1]
         return [(pieces[0], filler, facts.words)]
     return [(s, *sentence_words(s, classify)) for s in pieces]
 
