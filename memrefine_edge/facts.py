@@ -541,7 +541,8 @@ def sentence_words(sentence: str, classify: bool = True) -> tuple[bool, frozense
 @lru_cache(maxsize=8192)
 def _sentence_words(body: str) -> tuple[tuple[bool, frozenset[str]], tuple[bool, frozenset[str]]]:
     classified, plain = _scan(body)
-    return (classified[5], frozenset(classified[4])), (plain[5], frozenset(plain[4]))
+    plain_words = (plain[5], frozenset(plain[4]))
+    return (plain_words if classified is plain else (classified[5], frozenset(classified[4]))), plain_words
 
 
 def sentence_scans(text: str, *, classify: bool = True) -> list[tuple[str, bool, frozenset[str]]]:

@@ -104,7 +104,9 @@ def default_model() -> SmallTalkModel:
     return SmallTalkModel.from_dict(raw)
 
 
-@lru_cache(maxsize=16384)
+# Small: the extractor caches each text's and each sentence's result already, so a sentence reaches the
+# classifier again only when both have forgotten it; a larger cache cost memory at 100k entries.
+@lru_cache(maxsize=2048)
 def small_talk_probability(sentence: str) -> float:
     """The packaged model's probability that ``sentence`` is small talk (cached per sentence)."""
     return default_model().probability(sentence)
