@@ -36,9 +36,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
-from importlib import resources
 
 from .facts import extract, sentence_scans, stated_words, stem
+from .lexicon import common_word_ranks
 
 __all__ = ["LastCopies", "common_words", "content_keys", "specific_keys", "specific_keys_among", "stated_keys"]
 
@@ -47,9 +47,8 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019]*")
 
 @lru_cache(maxsize=1)
 def common_words() -> frozenset[str]:
-    """The package's common English words (lower case), read once."""
-    text = resources.files(__package__).joinpath("data", "common_words.txt").read_text(encoding="utf-8")
-    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+    """The package's common English words (lower case, :mod:`memrefine_edge.lexicon`), as a set."""
+    return frozenset(common_word_ranks())
 
 
 # Small caches: a key set is asked for again within a few decisions (the pair, then its removal),

@@ -26,6 +26,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from .lexicon import common_word_ranks
+
 __all__ = ["SmallTalkModel", "sentence_features", "default_model", "is_small_talk", "small_talk_probability"]
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -37,20 +39,12 @@ DENSE = ("tokens", "first_singular", "first_plural", "second", "exclamation", "p
          "past")
 
 
-@lru_cache(maxsize=1)
-def _ranks() -> dict[str, int]:
-    # The common-word list is in corpus-frequency order: a word's line is its rank.
-    text = resources.files(__package__).joinpath("data", "common_words.txt").read_text(encoding="utf-8")
-    words = [line for line in text.splitlines() if line and not line.startswith("#")]
-    return {w: i for i, w in enumerate(words)}
-
-
 def sentence_features(sentence: str) -> tuple[list[str], dict[str, float]]:
     """``(tokens, shape features)`` of one sentence: lower-cased word tokens and :data:`DENSE` values."""
     low = sentence.lower().replace("\u2019", "'")
     toks = _TOKEN.findall(low)
     n = len(toks) or 1
-    ranks = _ranks()
+    ranks = common_word_ranks()
     rare = sum(1 for t in toks if t.isalpha() and t not in ranks)
     uncommon = sum(1 for t in toks if ranks.get(t, 0) >= 2000)
     dense = {

@@ -19,7 +19,7 @@ PKG = Path(__file__).resolve().parents[1] / "memrefine_edge"
 #: Bottom to top. A module (or package prefix) not listed here fails the test: place it.
 LAYERS: list[list[str]] = [
     ["errors", "_memory"],
-    ["entry", "decision", "similarity", "int8mm"],
+    ["entry", "decision", "similarity", "int8mm", "lexicon"],
     ["pairs_scan"],
     ["pairs"],
     ["smalltalk"],
