@@ -18,18 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _locomo import dev_json  # bench/ is the script's folder, first on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = "conv-30"
 #: The acceptance line: file bytes per json byte with the history kept, and after purge-history.
 TARGETS = {"with_history": 6.0, "after_purge": 3.0}
-
-
-def _locomo() -> Path:
-    folder = Path(os.environ.get("MEMREFINE_LOCOMO") or ROOT.parent / "shared" / "data" / "locomo")
-    path = folder / "locomo-dev.json" if folder.is_dir() else folder
-    if not path.exists():
-        sys.exit(f"LoCoMo not found at {path}; set MEMREFINE_LOCOMO")
-    return path
 
 
 def _memrefine(*args: str) -> str:
@@ -62,7 +56,7 @@ def composition(db: Path) -> dict:
 
 
 def main() -> None:
-    data = _locomo()
+    data = dev_json()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "conv30.db"
         _memrefine("import", "--format", "locomo-turns", str(data), "--sample", SAMPLE, "--db", str(db))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -186,10 +185,9 @@ def main() -> None:
         write(args.out, {"command": command, "store": "turns", "conversations": sorted(results["samples"]),
                          "seconds": earlier.get("seconds"), **pooled(results)})
         return
-    folder = Path(os.environ.get("MEMREFINE_LOCOMO") or REPO.parent / "shared" / "data" / "locomo")
-    data = folder / "locomo-dev.json" if folder.is_dir() else folder
-    if not data.is_file():
-        sys.exit(f"LoCoMo not found at {data}; set MEMREFINE_LOCOMO")
+    from _locomo import dev_json  # bench/ is the script's folder, first on sys.path
+
+    data = dev_json()
     import tempfile
 
     work = Path(args.work or tempfile.mkdtemp(prefix="memrefine-store-words-"))

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _locomo import dev_json  # noqa: E402  (bench/ is the script's folder, first on sys.path)
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.entry import Entry, json_size  # noqa: E402
@@ -50,14 +51,6 @@ from memrefine_edge.importers import parse_file  # noqa: E402
 SAMPLES = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47")
 TARGET = 0.30
 MIN_WORD_COVER = 0.75
-
-
-def _locomo() -> Path:
-    folder = Path(os.environ.get("MEMREFINE_LOCOMO") or ROOT.parent / "shared" / "data" / "locomo")
-    path = folder / "locomo-dev.json" if folder.is_dir() else folder
-    if not path.exists():
-        sys.exit(f"LoCoMo not found at {path}; set MEMREFINE_LOCOMO")
-    return path
 
 
 def _list_bytes(item: str) -> int:
@@ -111,7 +104,7 @@ def main() -> int:
     args = ap.parse_args()
     name = "turns_floor_word_lists.json" if args.word_lists else "turns_floor.json"
     out_path = Path(args.out or ROOT / "bench" / "results" / name)
-    data = _locomo()
+    data = dev_json()
     command = "python bench/turns_floor.py" + (" --word-lists" if args.word_lists else "")
     out: dict = {"command": command, "small_talk": "word lists" if args.word_lists else "word lists and classifier",
                  "target_ratio": TARGET, "min_word_cover": MIN_WORD_COVER,

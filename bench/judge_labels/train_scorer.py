@@ -30,6 +30,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
+# The benchmarks' shared helpers (_locomo), last: bench/pairs.py is not this folder's pairs.py.
+sys.path.append(str(REPO / "bench"))
 
 from pairs import PAIRS, outcome, resolve  # noqa: E402
 
@@ -171,16 +173,15 @@ def paper_runs(learn: list[dict], settings: list[dict]) -> None:
     by the pairs left late in a compression, between merged entries, which no labelled pair shows. So the
     most accurate settings are also run where the product runs them, on the same tune conversations.
     """
-    import os
     import tempfile
 
+    from _locomo import dev_json
     from pairs import TEST
 
     from memrefine_edge.backends.encoder import OnnxEncoder
     from memrefine_edge.eval.harness import EvalConfig, run_eval
     from memrefine_edge.eval.report import summarize
 
-    folder = Path(os.environ.get("MEMREFINE_LOCOMO") or REPO.parent / "shared" / "data" / "locomo")
     tune = tuple(sorted({r["sample"] for r in learn} - set(TEST)))
     encoder = OnnxEncoder()
     for setting in settings:
@@ -189,7 +190,7 @@ def paper_runs(learn: list[dict], settings: list[dict]) -> None:
                                            "min_merge_probability": setting["min_merge_probability"]})
         make = _factory(scorer, encoder)
         with tempfile.TemporaryDirectory(prefix="memrefine-train-") as work:
-            config = EvalConfig(data=folder / "locomo-dev.json", out=Path(work), samples=tune, store="turns",
+            config = EvalConfig(data=dev_json(), out=Path(work), samples=tune, store="turns",
                                 methods=("memrefine",), budgets=PAPER_BUDGETS, qa=False, chain=True,
                                 context_bytes=(1000,))
             summary = summarize(run_eval(config, encoder=encoder, method_factory=make))
