@@ -1,4 +1,5 @@
-"""Facts in a memory entry: the extractor behind the judge's fast path and guards.
+"""Facts in a memory entry: the extractor behind the judge's fast path and guards
+(:mod:`memrefine_edge.fastpath`, :mod:`memrefine_edge.judge`).
 
 Small judge models cannot be trusted to keep facts, so fact safety rests on
 this deterministic module: a delete is applied only when the facts of the
@@ -55,7 +56,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from .decision import Decision
 from .smalltalk import is_small_talk
 
 __all__ = [
@@ -76,7 +76,6 @@ __all__ = [
     "sentence_scans",
     "stated_words",
     "sentence_words",
-    "fast_path",
 ]
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*)?):\s+")
@@ -572,50 +571,3 @@ def stated_words(scans: list[tuple[str, bool, frozenset[str]]]) -> frozenset[str
 def fact_sentences(text: str) -> list[str]:
     """The sentences of ``text`` that carry a fact (filler sentences dropped), speaker prefix kept off."""
     return [s for s, filler, _ in sentence_scans(text) if not filler]
-
-
-# --- fast path and guard checks ------------------------------------------------
-
-
-def _contained(small: str, big: str) -> bool:
-    # Whole-word containment of the normalised texts; the speaker prefix of
-    # the container may precede (``"I went"`` is in ``"Caroline: I went"``).
-    if not small:
-        return True
-    return f" {small} " in f" {big} "
-
-
-def fast_path(a: str, b: str, *, classify: bool = True) -> Decision | None:
-    """Decisions that need no judge, or None when a judge must decide.
-
-    In order: exact duplicate; normalised duplicate (case, punctuation,
-    whitespace); one text contained in the other (delete the contained one);
-    both pure small talk (delete the shorter); one pure small talk and the
-    other not (delete the small talk -- it carries no fact by definition).
-    Small talk is the word lists' and the learned classifier's
-    (:mod:`memrefine_edge.smalltalk`; ``classify=False``: the word lists'
-    only), so these deletes are as right as the classifier is: measured, not
-    by construction.
-    """
-    if a == b:
-        return Decision("delete", "b", reason="exact duplicate", source="rule")
-    na, nb = normalise(a), normalise(b)
-    if na == nb:
-        # Keep the better-formatted copy: the one with more capitals and punctuation.
-        richer_a = sum(not c.isalnum() and not c.isspace() for c in a) + sum(c.isupper() for c in a)
-        richer_b = sum(not c.isalnum() and not c.isspace() for c in b) + sum(c.isupper() for c in b)
-        return Decision("delete", "a" if richer_a < richer_b else "b",
-                        reason="duplicate up to case, punctuation and whitespace", source="rule")
-    if _contained(na, nb):
-        return Decision("delete", "a", reason="entry A is contained in entry B", source="rule")
-    if _contained(nb, na):
-        return Decision("delete", "b", reason="entry B is contained in entry A", source="rule")
-    fa, fb = is_filler(a, classify=classify), is_filler(b, classify=classify)
-    if fa and fb:
-        return Decision("delete", "a" if len(a) <= len(b) else "b",
-                        reason="both entries are greetings, thanks or small talk", source="rule")
-    if fa:
-        return Decision("delete", "a", reason="entry A is only greetings, thanks or small talk", source="rule")
-    if fb:
-        return Decision("delete", "b", reason="entry B is only greetings, thanks or small talk", source="rule")
-    return None

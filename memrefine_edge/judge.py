@@ -3,7 +3,7 @@
 Pipeline (:class:`GuardedJudge`), for a pair ``(a, b)`` proposed by similarity:
 
 1. **fast path** (``source="rule"``): exact / normalised duplicates, one entry
-   contained in the other, pure filler -- :func:`memrefine_edge.facts.fast_path`.
+   contained in the other, pure filler -- :func:`memrefine_edge.fastpath.fast_path`.
 2. **inner judge**: by default :class:`ScorerJudge` (``source="scorer"``), the
    learned redundancy scorer of :mod:`memrefine_edge.scorer` with its hard
    fact checks; or :class:`FactJudge` (word-coverage rules) or a GGUF model
@@ -56,7 +56,8 @@ from typing import Any, Literal
 
 from .decision import Decision, Target
 from .errors import JudgeOutputError
-from .facts import describe, fast_path, missing_facts
+from .facts import describe, missing_facts
+from .fastpath import fast_path
 from .prompts import DECISION_SCHEMA, MAX_ENTRY_CHARS, build_messages, quote_entry
 
 #: Default similarity at or above which the fact guard merges (instead of

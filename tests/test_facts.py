@@ -1,4 +1,4 @@
-"""The fact extractor, the fast path and the coverage checks behind the guard."""
+"""The fact extractor and the coverage checks behind the guard."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from memrefine_edge.facts import (
     extract,
     fact_overlap,
     fact_sentences,
-    fast_path,
     is_filler,
     missing_facts,
     normalise,
@@ -133,35 +132,6 @@ def test_fact_overlap_bounds():
 
 def test_fact_sentences_drop_filler():
     assert fact_sentences("Melanie: Thanks, Caroline! Family time matters to me.") == ["Family time matters to me."]
-
-
-# --- fast path -------------------------------------------------------------------------------
-
-def test_fast_path_exact_and_normalised_duplicates():
-    assert fast_path("Tim lives in Paris.", "Tim lives in Paris.").target == "b"
-    hit = fast_path("tim lives in paris", "Tim lives in Paris.")
-    assert hit.action == "delete" and hit.target == "a"  # keep the better formatted copy
-
-
-def test_fast_path_containment_deletes_the_contained_entry():
-    assert fast_path("Jon: I shut my bank account.", "Jon: I shut my bank account. It was tough.").target == "a"
-    assert fast_path("Joanna: I read a lot this week.", "I read a lot this week.").target == "b"
-
-
-def test_fast_path_containment_needs_whole_words():
-    assert fast_path("Tim ran", "Tim ran a marathon in Rome") is not None
-    assert fast_path("Tim ran", "Tim ranked third in Rome") is None
-
-
-def test_fast_path_filler_rules():
-    both = fast_path("Nate: Bye!", "Joanna: Later, take care!")
-    assert both.action == "delete" and both.target == "a"  # the shorter one
-    one = fast_path("Melanie painted a lake sunrise in 2022.", "Caroline: Thanks, Mel!")
-    assert one.target == "b"
-
-
-def test_fast_path_leaves_real_decisions_to_the_judge():
-    assert fast_path("John practices kickboxing.", "John practices taekwondo.") is None
 
 
 def test_the_speaker_of_pure_small_talk_is_no_fact():

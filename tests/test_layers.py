@@ -24,6 +24,7 @@ LAYERS: list[list[str]] = [
     ["pairs"],
     ["smalltalk"],
     ["facts"],
+    ["fastpath"],
     ["store.schema", "store.lock", "store.files"],
     ["store.sizes", "store.vectors"],
     ["store.journal"],

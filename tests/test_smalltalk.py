@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from memrefine_edge.facts import extract, fact_sentences, fast_path, is_filler
+from memrefine_edge.facts import extract, fact_sentences, is_filler
 from memrefine_edge.smalltalk import (
     DENSE,
     SmallTalkModel,
@@ -97,11 +97,3 @@ def test_a_sentence_with_a_number_name_or_date_is_never_left_to_the_classifier()
         assert not is_filler(sentence)
     assert is_filler("Have a great hike.") and not is_filler("Have a great hike in May.")
     assert not is_filler("Any plans for the hike?")  # a question is never asked about
-
-
-def test_the_fast_path_deletes_classified_small_talk_only_when_asked_to_classify():
-    talk = "Maria: It must feel great to be recognized for your hard work."
-    fact = "John: I started a pottery class."
-    d = fast_path(talk, fact)
-    assert d is not None and d.action == "delete" and d.target == "a"
-    assert fast_path(talk, fact, classify=False) is None

@@ -41,7 +41,8 @@ from train_scorer import load  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
-from memrefine_edge.facts import fast_path, missing_facts  # noqa: E402
+from memrefine_edge.facts import missing_facts  # noqa: E402
+from memrefine_edge.fastpath import fast_path  # noqa: E402
 from memrefine_edge.judge import ScorerJudge, default_judge  # noqa: E402
 
 LLM_DIR = REPO / "bench" / "results" / "judge_llm"

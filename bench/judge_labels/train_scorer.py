@@ -37,7 +37,7 @@ from pairs import PAIRS, outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
-from memrefine_edge.facts import fast_path  # noqa: E402
+from memrefine_edge.fastpath import fast_path  # noqa: E402
 from memrefine_edge.scorer import CLASSES, FEATURES, RedundancyScorer, pair_features, swap_index  # noqa: E402
 
 L2_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)

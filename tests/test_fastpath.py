@@ -1,0 +1,40 @@
+"""The decisions taken before any judge: duplicates, containment, small talk."""
+
+from __future__ import annotations
+
+from memrefine_edge.fastpath import fast_path
+
+
+def test_fast_path_exact_and_normalised_duplicates():
+    assert fast_path("Tim lives in Paris.", "Tim lives in Paris.").target == "b"
+    hit = fast_path("tim lives in paris", "Tim lives in Paris.")
+    assert hit.action == "delete" and hit.target == "a"  # keep the better formatted copy
+
+
+def test_fast_path_containment_deletes_the_contained_entry():
+    assert fast_path("Jon: I shut my bank account.", "Jon: I shut my bank account. It was tough.").target == "a"
+    assert fast_path("Joanna: I read a lot this week.", "I read a lot this week.").target == "b"
+
+
+def test_fast_path_containment_needs_whole_words():
+    assert fast_path("Tim ran", "Tim ran a marathon in Rome") is not None
+    assert fast_path("Tim ran", "Tim ranked third in Rome") is None
+
+
+def test_fast_path_filler_rules():
+    both = fast_path("Nate: Bye!", "Joanna: Later, take care!")
+    assert both.action == "delete" and both.target == "a"  # the shorter one
+    one = fast_path("Melanie painted a lake sunrise in 2022.", "Caroline: Thanks, Mel!")
+    assert one.target == "b"
+
+
+def test_fast_path_leaves_real_decisions_to_the_judge():
+    assert fast_path("John practices kickboxing.", "John practices taekwondo.") is None
+
+
+def test_the_fast_path_deletes_classified_small_talk_only_when_asked_to_classify():
+    talk = "Maria: It must feel great to be recognized for your hard work."
+    fact = "John: I started a pottery class."
+    d = fast_path(talk, fact)
+    assert d is not None and d.action == "delete" and d.target == "a"
+    assert fast_path(talk, fact, classify=False) is None
