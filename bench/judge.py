@@ -194,7 +194,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def cmd_latency(args: argparse.Namespace) -> None:
-    from memrefine_edge.facts import fast_path
+    from memrefine_edge.fastpath import fast_path
 
     pairs = [p for p in load_devset() if fast_path(p.a, p.b) is None][: args.pairs]
     info = machine()
@@ -251,7 +251,7 @@ def cmd_fastpath(args: argparse.Namespace) -> None:
     from judge_devset import _samples
 
     from memrefine_edge.backends.encoder import OnnxEncoder
-    from memrefine_edge.facts import fast_path
+    from memrefine_edge.fastpath import fast_path
 
     enc = OnnxEncoder()
     per: list[dict[str, Any]] = []
