@@ -110,8 +110,9 @@ def _side(text: str) -> _Side:
     # decides in the hard fact checks and the fast path, which gate the scorer's choice.
     facts = extract(text, classify=False)
     _, body = strip_speaker(text)
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+", body.strip()) if s]
+    # Sentences as the extractor splits them (line breaks too), so the shares below count the same ones.
     scans = sentence_scans(text, classify=False)
+    sentences = [s for s, _, _ in scans]
     kept = sum(not filler for _, filler, _ in scans)
     filler_share = 1.0 - kept / len(sentences) if sentences else 1.0
     if is_filler(text, classify=False):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -40,6 +41,15 @@ def test_features_name_what_they_measure():
     assert f["photo_b"] == 1.0 and f["same_speaker"] == 1.0
     g = dict(zip(FEATURES, pair_features(*PAIRS[3])))
     assert g["other_speaker"] == 1.0 and g["question_share_b"] == 1.0 and g["stated_words_b"] == 0.0
+
+
+def test_sentence_shares_count_the_sentences_the_extractor_reads():
+    # Lines without closing punctuation are sentences to the extractor; the shares count the same ones.
+    lines = "Ana: Thanks so much\nI adopted a cat named Tom\nDo you have pets?"
+    f = dict(zip(FEATURES, pair_features(lines, "Ana: I adopted a cat.", 0.6)))
+    assert f["sentences_a"] == pytest.approx(math.log(3))
+    assert 0.0 <= f["filler_share_a"] <= 1.0 and f["filler_share_a"] == pytest.approx(1 / 3)
+    assert f["question_share_a"] == pytest.approx(1 / 3)
 
 
 def test_packaged_weights_give_symmetric_calibrated_probabilities():
