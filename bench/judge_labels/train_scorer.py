@@ -1,7 +1,7 @@
 """Train the redundancy scorer's weights on the *tune* part of the labelled pairs (never on test).
 
     python bench/judge_labels/train_scorer.py            # cross-validate, fit, write the weights
-    python bench/judge_labels/train_scorer.py --cv-only  # the selection only, no weights written
+    python bench/judge_labels/train_scorer.py --cv-only  # the selection only, printed; nothing written
 
 The scorer is trained on the pairs the word lists' fast path leaves (the learned small-talk classifier's
 fast-path deletes find only about half the small talk; the rest reaches the scorer). Each pair is seen
@@ -13,7 +13,7 @@ pipeline's ideal-action accuracy on the held-out conversation, as ``score.py`` c
 settings whose fact-losing rate is within the bound; the five most accurate then compress the tune
 conversations as turns in paper mode (:func:`paper_runs`), and the one that meets the most 50% budgets,
 then gets furthest when asked for 30%, then is the most accurate, is kept. ``--cv-only`` runs both steps
-and writes no weights. Writes ``memrefine_edge/data/scorer_weights.json`` (the packaged weights) and
+and prints them, writing nothing. Writes ``memrefine_edge/data/scorer_weights.json`` (the packaged weights) and
 ``bench/results/scorer_training.json``; needs the LoCoMo data (``MEMREFINE_LOCOMO``).
 """
 
@@ -204,7 +204,8 @@ def paper_runs(learn: list[dict], settings: list[dict]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cv-only", action="store_true")
+    ap.add_argument("--cv-only", action="store_true",
+                    help="run the selection and print it; write neither the weights nor the results file")
     args = ap.parse_args()
     rows = load("tune")
     # The scorer learns from every pair the word lists' fast path leaves (classify=False): the small-talk
@@ -266,7 +267,9 @@ def main() -> int:
         out["tune_fit_fact_losing_rate"] = round(losing, 4)
         print(f"on the tune pairs it was fitted on: accuracy {acc:.3f} (not evidence)")
         print(f"wrote {WEIGHTS.relative_to(REPO)}")
-    write_json(REPO / "bench" / "results" / "scorer_training.json", out)
+        # Only a run that writes the weights writes their record: a selection-only run would replace it
+        # with one that lacks the fit.
+        write_json(REPO / "bench" / "results" / "scorer_training.json", out)
     return 0
 
 
