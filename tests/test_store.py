@@ -814,7 +814,7 @@ def test_a_model_id_in_the_form_of_a_model_number_is_refused(tmp_store):
 
 
 def test_long_write_lets_the_log_grow_and_restores_the_setting_even_on_error(tmp_path):
-    from memrefine_edge.store.core import LONG_WRITE_WAL_BYTES
+    from memrefine_edge.store.maintenance import LONG_WRITE_WAL_BYTES
 
     with MemoryStore(tmp_path / "w.db") as store:
         default = store.pragma("wal_autocheckpoint")

@@ -1,6 +1,9 @@
 """The memory store: one SQLite file, and the only code in the package that runs SQL.
 
-* :mod:`.core`: :class:`MemoryStore`, the hub that owns the connection;
+* :mod:`.core`: :class:`MemoryStore`, the hub that owns the connection, with its parts
+  :mod:`.sizes` (both size metrics), :mod:`.vectors` (embeddings, search), :mod:`.maintenance`
+  (long writes, VACUUM, pragmas) and :mod:`.commits` (group commits);
+* :mod:`.refusals`: typed errors for a write the system refuses (full, read-only, busy);
 * :mod:`.schema`: the named, append-only migrations;
 * :mod:`.journal`: runs, decisions, preserved pairs and the undo history;
 * :mod:`.lock`: the run lock.

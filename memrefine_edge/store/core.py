@@ -24,13 +24,10 @@ Size accounting (both exact, both tested):
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import re
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -46,37 +43,28 @@ from ..errors import (
     EntryNotFoundError,
     InvalidEntryError,
     SchemaError,
-    StoreBusyError,
     StoreError,
-    StoreFullError,
-    StoreIOError,
     StoreNotFoundError,
-    StoreReadOnlyError,
 )
+from .commits import CommitGroup
 from .files import APPLICATION_ID, check_store_file, connect, create_store_file
 from .journal import RunJournal
+from .maintenance import COMPACT_SHARE, WAL_FILE_LIMIT_BYTES, MaintenanceMixin
+from .refusals import read_refusal, refusal
 from .schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
 from .sizes import SizesMixin
 from .vectors import VectorsMixin
 
 __all__ = ["MemoryStore", "CommitGroup", "PAGE_SIZE", "COMPACT_SHARE"]
 
-#: The share of the file that must be free space before :meth:`MemoryStore.compact` VACUUMs it.
-COMPACT_SHARE = 0.1
 #: The page size of a new store (see :class:`MemoryStore`): the smallest SQLite has.
 PAGE_SIZE = 512
 _PAGE_SIZES = tuple(1 << n for n in range(9, 17))
-#: How far the write-ahead log may grow during :meth:`MemoryStore.long_write` before SQLite copies
-#: it back into the file (SQLite's own default is 1,000 pages: 0.5 MiB at 512-byte pages).
-LONG_WRITE_WAL_BYTES = 4 << 20
-#: The size SQLite truncates the write-ahead log file back to once it has been copied back, so a
-#: long write does not leave a file of LONG_WRITE_WAL_BYTES beside the store while it stays open.
-WAL_FILE_LIMIT_BYTES = 1 << 20
 #: How many strings' numbers a store remembers (:meth:`MemoryStore.string_num`; about 0.5 MB).
 STRING_CACHE = 4096
 
 
-class MemoryStore(SizesMixin, VectorsMixin):
+class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
     """A memory store in one SQLite file.
 
     ``MemoryStore(path)`` opens (and creates, unless ``create=False``) the
@@ -171,9 +159,9 @@ class MemoryStore(SizesMixin, VectorsMixin):
             conn.execute("PRAGMA foreign_keys = ON")
             self._apply_size_cap()
         except Exception as exc:
-            refusal = self._refusal(exc) if not read_only else self._read_refusal(exc)
-            if refusal is not None:
-                raise refusal from exc
+            refused = self._refusal(exc) if not read_only else read_refusal(exc, self.path)
+            if refused is not None:
+                raise refused from exc
             raise SchemaError(f"{self.path} is not a usable SQLite database: {exc}") from exc
         self._lock = threading.RLock()
         self._version = 0
@@ -220,68 +208,14 @@ class MemoryStore(SizesMixin, VectorsMixin):
         conn.execute(f"PRAGMA max_page_count = {max(1, self.max_file_bytes // page_size)}")
 
     def _refusal(self, exc: BaseException) -> StoreError | None:
-        """The typed error for the operating system (or SQLite) refusing a write, or None for anything else.
-
-        Every one says which file, what to do, and that nothing was lost: the
-        failed transaction is rolled back whole, and the last committed state
-        (with any interrupted run's checkpoint) is intact and resumable.
-        """
-        if isinstance(exc, StoreError):
-            return None
-        if isinstance(exc, OSError) and not isinstance(exc, sqlite3.Error):
-            code = exc.errno
-            if code == errno.ENOSPC:
-                return self._full_error()
-            if code in (errno.EROFS, errno.EACCES, errno.EPERM):
-                return StoreReadOnlyError(f"{self.path} cannot be written ({exc.strerror}): the file or its folder is "
-                                          f"read-only. {_KEPT} Make it writable, or copy the store elsewhere")
-            if code == errno.EFBIG:
-                return StoreIOError(f"writing {self.path} failed: file too large for this process's size limit "
-                                    f"(ulimit -f). {_KEPT} Raise the limit, then retry")
-            return None
-        if not isinstance(exc, sqlite3.Error):
-            return None
-        primary = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
-        if primary == _SQLITE_FULL or "database or disk is full" in str(exc):
-            return self._full_error()
-        if primary in (_SQLITE_READONLY, _SQLITE_CANTOPEN):
-            return StoreReadOnlyError(f"{self.path} cannot be written ({exc}): the file, its folder or the file "
-                                      f"system is read-only. {_KEPT} Make it writable, or copy the store elsewhere")
-        if primary == _SQLITE_IOERR:
-            return StoreIOError(f"writing {self.path} failed ({exc}): the disk is full, the file is larger than "
-                                f"this process may write (ulimit -f), or the device failed. {_KEPT} Free disk space "
-                                "or raise the limit, then retry")
-        if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
-            return StoreBusyError(f"{self.path} is locked by another process for longer than the busy timeout. "
-                                  f"{_KEPT} Retry when the other writer is done")
-        return None
+        """The typed error for the system refusing a write, or None (:func:`.refusals.refusal`)."""
+        return refusal(exc, self.path, self.max_file_bytes)
 
     def _raise_refusal(self, exc: BaseException) -> None:
         """Raise the typed error for ``exc`` if it is a refusal (see :meth:`_refusal`); else return."""
-        refusal = self._refusal(exc)
-        if refusal is not None:
-            raise refusal from exc
-
-    def _read_refusal(self, exc: BaseException) -> StoreError | None:
-        """A read-only open the file system refused: SQLite could not create its shared-memory file."""
-        primary = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
-        if isinstance(exc, sqlite3.Error) and primary in (_SQLITE_IOERR, _SQLITE_CANTOPEN, _SQLITE_FULL):
-            return StoreIOError(f"{self.path} cannot be opened for reading ({exc}): SQLite needs room for its "
-                                f"shared-memory file {self.path.name}-shm beside it, and the disk is full. Nothing "
-                                "was changed. Free some disk space, then retry")
-        return None
-
-    def _full_error(self) -> StoreFullError:
-        if self.max_file_bytes is not None:
-            return StoreFullError(
-                f"{self.path} is full: the write needs more room than its size limit of "
-                f"{self.max_file_bytes:,} bytes (max_file_bytes) leaves, or the disk is full; nothing was "
-                "written. Free space (remove entries, compress, purge the undo history) or raise the limit, "
-                "then retry"
-            )
-        return StoreFullError(
-            f"the disk holding {self.path} is full; nothing was written. Free disk space, then retry"
-        )
+        typed = self._refusal(exc)
+        if typed is not None:
+            raise typed from exc
 
     def _migrate(self) -> None:
         conn = self._db.conn
@@ -620,134 +554,11 @@ class MemoryStore(SizesMixin, VectorsMixin):
             finally:
                 conn.execute("COMMIT")
 
-    # --- maintenance ---------------------------------------------------------
-
-    @contextmanager
-    def long_write(self) -> Iterator[None]:
-        """A long series of small transactions on this connection (a compression run, one per decision).
-
-        Each commit appends the pages it changed to the write-ahead log; every
-        1,000 pages (SQLite's default) SQLite copies the log back into the file
-        and syncs it, and the same hot pages (totals, the run's cursor, the
-        audit log's last page) are copied again each time. Inside the block the
-        log may grow to about :data:`LONG_WRITE_WAL_BYTES` first: on a 20k-entry
-        store that took the compression's journal writes from about 4.9 to 2.8 s
-        over 6,000 decisions. Each decision still commits on its own. At the end
-        the setting is restored and the log copied back without waiting for
-        readers (a PASSIVE checkpoint); the log file is truncated to
-        :data:`WAL_FILE_LIMIT_BYTES` when SQLite next restarts it.
-        """
-        if self.read_only:
-            yield
-            return
-        conn = self._db.conn
-        before = int(self.pragma("wal_autocheckpoint"))
-        pages = max(before, LONG_WRITE_WAL_BYTES // (int(self.pragma("page_size")) + 24))  # 24: a frame's header
-        self.pragma("wal_autocheckpoint", pages)
-        try:
-            yield
-        finally:
-            self.pragma("wal_autocheckpoint", before)
-            if not self._in_tx:
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                except sqlite3.Error:  # busy or full: the next automatic checkpoint does it
-                    pass
-
-    def vacuum(self) -> None:
-        """Return free pages to the file system (``VACUUM``).
-
-        VACUUM rebuilds the file in a temporary copy, then writes it back
-        through the WAL: it needs free room of about the file's size in both
-        places. A refusal leaves the file as it was (typed error, see
-        :meth:`vacuum_room`).
-        """
-        with self._lock:
-            try:
-                self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                self._db.conn.execute("VACUUM")
-                self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error as exc:
-                self._raise_refusal(exc)
-                raise
-            self._apply_size_cap()  # a cap clamped to a larger file applies again once it shrank
-
-    def compact(self, *, freed_bytes: int = 0, min_share: float = COMPACT_SHARE) -> bool:
-        """VACUUM when it pays off: when the free pages and ``freed_bytes`` (the bytes of the rows the
-        caller removed since the file was last packed, which left room inside pages) are at least
-        ``min_share`` of the file, and the folders have room for it. Returns whether it ran. O(1) to decide.
-
-        A compression ends with it (:class:`~memrefine_edge.compressor.Compressor`): deletes and
-        merges leave pages part-empty, and a VACUUM packs the rows again. It costs a rewrite of the
-        file, in time about proportional to the file's size; a store that has not lost that share
-        of its bytes is left as it is.
-        """
-        if self.read_only:
-            return False
-        with self._lock:
-            if self._in_tx:
-                raise StoreError("compact() cannot run inside a transaction")
-            page_size = int(self.pragma("page_size"))
-            size = int(self.pragma("page_count")) * page_size
-            if not size or int(self.pragma("freelist_count")) * page_size + max(0, freed_bytes) < min_share * size:
-                return False
-            need, folders = self.vacuum_room()
-            if any(free < need for _, free in folders):
-                return False  # a VACUUM that cannot finish would only fail: the file stays as it is
-            self.vacuum()
-            return True
-
-    def vacuum_room(self) -> tuple[int, list[tuple[str, int]]]:
-        """What a VACUUM needs: ``(bytes, [(folder, free bytes), ...])`` for the store's and the temp folder.
-
-        Each folder must have about the file's size free (the temporary copy in
-        the temp folder, the rewritten pages in the store's WAL).
-        """
-        import shutil
-        import tempfile
-
-        need = int(self.pragma("page_count")) * int(self.pragma("page_size"))
-        folders = []
-        for folder in dict.fromkeys((str(self.path.absolute().parent), os.environ.get("SQLITE_TMPDIR")
-                                     or tempfile.gettempdir())):
-            try:
-                folders.append((folder, shutil.disk_usage(folder).free))
-            except OSError:
-                continue
-        return need, folders
-
     def max_seq(self) -> int:
         """The highest insertion sequence number of a live entry (0 for an empty store)."""
         return int(self._db.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0])
 
-    def data_version(self) -> int:
-        """SQLite's ``data_version``: changes whenever *another* connection commits to the file."""
-        return int(self._db.conn.execute("PRAGMA data_version").fetchone()[0])
-
-    def pragma(self, name: str, value: int | str | None = None) -> Any:
-        """Read (or, with ``value``, set) one SQLite setting of this store's connection.
-
-        For diagnostics and tests: ``store.pragma("page_size")``,
-        ``store.pragma("synchronous", "FULL")`` (full durability per commit).
-        Only a plain pragma name and a number or word are accepted.
-        """
-        if not re.fullmatch(r"[a-z_]+", name):
-            raise ValueError(f"not a pragma name: {name!r}")
-        if value is None:
-            row = self._db.conn.execute(f"PRAGMA {name}").fetchone()
-            return row[0] if row else None
-        if not re.fullmatch(r"-?\d+|[A-Za-z_]+", str(value)):
-            raise ValueError(f"not a pragma value: {value!r}")
-        self._db.conn.execute(f"PRAGMA {name} = {value}")
-        return self.pragma(name)
-
-    def set_trace(self, callback: Callable[[str], object] | None) -> None:
-        """Call ``callback`` with every SQL statement this store's connection runs (None: stop)."""
-        self._db.conn.set_trace_callback(callback)
-
-    def integrity_check(self) -> str:
-        """SQLite's ``PRAGMA integrity_check``: ``"ok"`` for a sound file."""
-        return str(self._db.conn.execute("PRAGMA integrity_check").fetchone()[0])
+    # --- strings ---------------------------------------------------------------
 
     def string_num(self, text: str, *, add: bool = False) -> int | None:
         """The number of ``text`` in the store's table of strings (ids, actions and model names named by
@@ -791,77 +602,9 @@ class MemoryStore(SizesMixin, VectorsMixin):
             self._db.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 
-_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 5, 6, 8, 10, 13, 14
-_KEPT = "Nothing was lost: the failed step was rolled back and the store is as it was after its last commit."
 
 
 def _dumps(value: Any) -> str:
     """A field as an entry row stores it: JSON without the spaces after separators (rows written
     before keep theirs; both read the same)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-class CommitGroup:
-    """The open group transaction of :meth:`MemoryStore.grouped` (one thread's writes)."""
-
-    def __init__(self, store: MemoryStore, window_s: float) -> None:
-        if not window_s >= 0:
-            raise ValueError(f"window_s must be >= 0, got {window_s!r}")
-        self._store, self.window_s = store, float(window_s)
-        self.thread = threading.get_ident()
-        self._opened: float | None = None  # perf_counter() at BEGIN; None: no group transaction open
-        #: Group transactions committed so far.
-        self.commits = 0
-
-    @property
-    def open(self) -> bool:
-        """Whether writes are waiting in an uncommitted group transaction."""
-        return self._opened is not None
-
-    def _begin(self) -> None:
-        store = self._store
-        store._lock.acquire()  # held until the commit: other threads' writes wait for it
-        try:
-            store._db.conn.execute("BEGIN IMMEDIATE")
-        except BaseException as exc:
-            store._lock.release()
-            if isinstance(exc, sqlite3.Error):
-                store._raise_refusal(exc)
-            raise
-        store._in_tx = True
-        self._opened = time.perf_counter()
-
-    def commit_if_due(self) -> bool:
-        """Commit the group transaction if it is ``window_s`` old; whether it did."""
-        if self._opened is None or time.perf_counter() - self._opened < self.window_s:
-            return False
-        self.commit()
-        return True
-
-    def commit(self) -> None:
-        """Commit the group transaction now (nothing when none is open)."""
-        if self._opened is None:
-            return
-        store = self._store
-        conn = store._db.conn
-        self._opened = None
-        try:
-            if conn.in_transaction:  # SQLITE_FULL may have rolled everything back already
-                conn.execute("COMMIT")
-                self.commits += 1
-        except BaseException as exc:
-            store._forget_strings()
-            if conn.in_transaction:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-            if isinstance(exc, sqlite3.Error):
-                store._raise_refusal(exc)
-            raise
-        finally:
-            store._in_tx = False
-            store._version += 1
-            store._search_cache = None
-            store._lock.release()
-            time.sleep(0)  # a thread waiting to write gets its turn before the next group begins
