@@ -46,7 +46,7 @@ LAYERS: list[list[str]] = [
     ["testing"],
     ["eval.stemmer"],
     ["eval.metrics"],
-    ["eval.context", "eval.floors"],
+    ["eval.context", "eval.floors", "eval.answerer", "eval.questions"],
     ["eval.report"],
     ["eval.harness"],
     ["eval"],

@@ -34,13 +34,9 @@ evidence went, from the store's audit log.
 
 from __future__ import annotations
 
-import abc
 import functools
 import hashlib
-import json
 import os
-import random
-import re
 import shutil
 import sys
 import time
@@ -54,9 +50,11 @@ import numpy as np
 
 from ..errors import BudgetError, EvalError
 from ..store.files import copy_store
+from .answerer import Answerer, LlamaAnswerer
 from .context import StoreText, answer_presence, answer_tokens, score_context
 from .floors import FLOORS, evict_floor
 from .metrics import CATEGORY_NAMES, score_qa
+from .questions import Question, evidence_ids, load_questions, load_samples, stratified_sample
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..backends.encoder import Encoder
@@ -74,60 +72,6 @@ __all__ = [
 STORE_KINDS: Mapping[str, str] = {"turns": "locomo-turns", "observations": "locomo-observations", "text": "text"}
 #: Built with (method name, config) -> (method, merger or None).
 MethodFactory = Callable[[str, "EvalConfig"], "tuple[Method, Merger | None]"]
-_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
-
-
-# --- answering ------------------------------------------------------------------------------
-
-
-class Answerer(abc.ABC):
-    """Answers a question from retrieved memories: one abstract method."""
-
-    @abc.abstractmethod
-    def answer(self, question: str, memories: Sequence[str]) -> str:
-        """A short answer to ``question`` from ``memories`` (best first)."""
-
-    def describe(self) -> str:
-        """What to record in results.json about this answerer."""
-        return type(self).__name__
-
-
-_ANSWER_SYSTEM = (
-    "You answer questions about a long conversation using only the memories given. "
-    "Reply with a short answer phrase (a few words, a name or a date), no explanation. "
-    "If the memories do not contain the answer, reply exactly: No information available."
-)
-
-
-class LlamaAnswerer(Answerer):
-    """A local GGUF answer model (the shared llama.cpp loader); temperature 0, short answers."""
-
-    def __init__(self, *, model_path: str | os.PathLike[str] | None = None, n_threads: int = 1,
-                 n_ctx: int = 2048, max_tokens: int = 32, memory_chars: int = 600, seed: int = 1234) -> None:
-        from ..backends.llama import LlamaModel
-
-        self.model = LlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads, seed=seed)  # path checked now
-        self.model_path, self.n_threads, self.n_ctx = model_path, n_threads, n_ctx
-        self.max_tokens, self.memory_chars, self.seed = max_tokens, memory_chars, seed
-        self.calls = 0
-
-    def describe(self) -> str:
-        """Model path and decoding settings."""
-        return f"LlamaAnswerer({self.model_path or 'bundled SmolLM2-135M'}, max_tokens={self.max_tokens}, temp 0)"
-
-    def answer(self, question: str, memories: Sequence[str]) -> str:
-        """Generate the answer; memories that do not fit the context are dropped from the end."""
-        mems = [m[: self.memory_chars] for m in memories]
-        while True:
-            listing = "\n".join(f"- {m}" for m in mems) or "(none)"
-            user = f"Memories:\n{listing}\n\nQuestion: {question}\nShort answer:"
-            tokens = self.model.tokenize(self.model.chat([{"role": "system", "content": _ANSWER_SYSTEM},
-                                                          {"role": "user", "content": user}]))
-            if len(tokens) + self.max_tokens <= self.n_ctx or not mems:
-                break
-            mems = mems[:-1]  # the lowest-ranked memory goes first
-        self.calls += 1
-        return self.model.complete(tokens, max_tokens=self.max_tokens, stop=["<|im_end|>", "\n"]).text.strip()
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -164,80 +108,6 @@ class EvalConfig:
     command: str = ""
 
 
-@dataclass(frozen=True)
-class Question:
-    """One LoCoMo question: its position in the sample's ``qa`` list, category and evidence ids."""
-
-    index: int
-    text: str
-    category: int
-    evidence: frozenset[str]
-    record: Mapping[str, Any] = field(repr=False, compare=False)
-
-
-def evidence_ids(raw: Iterable[Any]) -> frozenset[str]:
-    """Normalised evidence dia_ids: ``"D8:6; D9:17"`` splits, ``"D:11:26"`` reads as ``D11:26``."""
-    out: set[str] = set()
-    for item in raw or ():
-        if isinstance(item, str):
-            out.update(f"D{a}:{b}" for a, b in _EVIDENCE.findall(item))
-    return frozenset(out)
-
-
-def _load_samples(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise EvalError(f"no LoCoMo file at {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EvalError(f"{path} is not a readable LoCoMo JSON file: {exc}") from exc
-    samples = data if isinstance(data, list) else [data]
-    if not all(isinstance(s, dict) and isinstance(s.get("sample_id"), str) and isinstance(s.get("qa"), list)
-               for s in samples):
-        raise EvalError(f"{path} is not a LoCoMo file (expected a list of samples with 'sample_id' and 'qa')")
-    return samples
-
-
-def load_questions(sample: Mapping[str, Any]) -> list[Question]:
-    """The sample's questions with a known category, in file order."""
-    out = []
-    for i, rec in enumerate(sample.get("qa", [])):
-        if isinstance(rec, dict) and rec.get("category") in CATEGORY_NAMES and isinstance(rec.get("question"), str):
-            out.append(Question(i, rec["question"], int(rec["category"]), evidence_ids(rec.get("evidence") or ()), rec))
-    return out
-
-
-def stratified_sample(questions: Sequence[Question], limit: int | None, *, seed: int, key: str = "") -> list[Question]:
-    """At most ``limit`` questions, stratified by category (largest remainder), reproducible.
-
-    Each category gets its proportional share (every present category at
-    least one while ``limit`` allows); within a category the questions are
-    drawn with a ``random.Random`` seeded by ``(seed, key, category)``. The
-    result keeps file order.
-    """
-    if limit is None or limit >= len(questions):
-        return list(questions)
-    groups: dict[int, list[Question]] = defaultdict(list)
-    for q in questions:
-        groups[q.category].append(q)
-    cats = sorted(groups)
-    exact = {c: limit * len(groups[c]) / len(questions) for c in cats}
-    quota = {c: min(len(groups[c]), max(1 if limit >= len(cats) else 0, int(exact[c]))) for c in cats}
-    # Largest remainders fill what is left, ties by category id: deterministic.
-    for c in sorted(cats, key=lambda c: (-(exact[c] - int(exact[c])), c)) * limit:
-        if sum(quota.values()) >= limit:
-            break
-        if quota[c] < len(groups[c]):
-            quota[c] += 1
-    while sum(quota.values()) > limit:  # the minimum of one can overshoot: trim the largest
-        quota[max(cats, key=lambda c: (quota[c], -c))] -= 1
-    chosen: list[Question] = []
-    for c in cats:
-        rng = random.Random(f"{seed}:{key}:{c}")
-        chosen.extend(rng.sample(groups[c], quota[c]))
-    return sorted(chosen, key=lambda q: q.index)
-
-
 def _methods_known(extra: Iterable[str]) -> list[str]:
     from ..methods import method_names
 
@@ -268,7 +138,7 @@ def validate_config(config: EvalConfig, *, known_methods: Iterable[str] = ()) ->
         raise EvalError(f"k and threads must be >= 1 and merger llm or concat (got {config.merger!r})")
     if config.out.exists() and not config.out.is_dir():
         raise EvalError(f"--out {config.out} is a file, not a directory")
-    samples = _load_samples(config.data)
+    samples = load_samples(config.data)
     by_id = {s["sample_id"]: s for s in samples}
     wanted = config.samples or tuple(by_id)
     missing = [s for s in wanted if s not in by_id]
