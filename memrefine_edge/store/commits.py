@@ -62,18 +62,9 @@ class CommitGroup:
                 conn.execute("COMMIT")
                 self.commits += 1
         except BaseException as exc:
-            store._forget_strings()
-            if conn.in_transaction:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-            if isinstance(exc, sqlite3.Error):
-                store._raise_refusal(exc)
+            store._roll_back(exc)
             raise
         finally:
-            store._in_tx = False
-            store._version += 1
-            store._search_cache = None
+            store._end_write()
             store._lock.release()
             time.sleep(0)  # a thread waiting to write gets its turn before the next group begins

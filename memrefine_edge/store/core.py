@@ -295,25 +295,34 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
                 yield
                 conn.execute("COMMIT")
             except BaseException as exc:
-                # SQLITE_FULL (and a few other errors) roll the transaction
-                # back by themselves; a second ROLLBACK would fail and hide
-                # the real error.
-                self._forget_strings()
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:  # the refusal may have ended the transaction already
-                        pass
-                self._raise_refusal(exc)
+                self._roll_back(exc)
                 raise
             finally:
-                self._in_tx = False
-                self._version += 1
-                # The search cache is keyed on the write version, so a write has just made it
-                # stale: drop it now rather than hold a float32 matrix of every embedding (74 MB
-                # at 48k entries) until the next search replaces it. An upkeep pass, or a run of
-                # adds, would otherwise carry it on top of its own memory.
-                self._search_cache = None
+                self._end_write()
+
+    def _roll_back(self, exc: BaseException) -> None:
+        """After a failed write transaction: roll back what is left of it, then raise the typed
+        refusal for ``exc`` if it is one (else return, and the caller re-raises ``exc``)."""
+        # SQLITE_FULL (and a few other errors) roll the transaction back by themselves; a second
+        # ROLLBACK would fail and hide the real error.
+        self._forget_strings()
+        conn = self._db.conn
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:  # the refusal may have ended the transaction already
+                pass
+        self._raise_refusal(exc)
+
+    def _end_write(self) -> None:
+        """A write transaction ended (committed or rolled back): the store's version moves on."""
+        self._in_tx = False
+        self._version += 1
+        # The search cache is keyed on the write version, so a write has just made it stale: drop it
+        # now rather than hold a float32 matrix of every embedding (74 MB at 48k entries) until the
+        # next search replaces it. An upkeep pass, or a run of adds, would otherwise carry it on top
+        # of its own memory.
+        self._search_cache = None
 
     @contextmanager
     def grouped(self, *, window_s: float) -> Iterator["CommitGroup"]:
