@@ -6,12 +6,17 @@ one at a time, each eviction audited, least valuable first:
 
 1. pure filler (:func:`~memrefine_edge.facts.is_filler`), oldest first;
 2. then the most *redundant* entry left: the highest
-   ``cos(entry, its nearest live neighbour) + EVICT_SIZE_WEIGHT * ln(bytes)``
-   (bytes: the entry's JSON size without links), recomputed as
-   neighbours go, so of two near-duplicates one goes and the other,
-   then alone, stays; ties go to the oldest. The size term makes a long
-   entry go before a short one equally well covered: it frees more
-   budget, and a short entry leaves more room in a reader's context.
+   ``cos(entry, its nearest live neighbour) + EVICT_SIZE_WEIGHT * ln(bytes)
+   - EVICT_UNIQUE_WEIGHT * unique``
+   (bytes: the entry's JSON size without links; ``unique``: the share of
+   the entry's specific words -- names, numbers, dates, uncommon words,
+   :mod:`memrefine_edge.lastcopy` -- that no other live entry holds),
+   recomputed as neighbours and other copies go, so of two near-duplicates
+   one goes and the other, then alone, stays; ties go to the oldest. The
+   size term makes a long entry go before a short one equally well
+   covered: it frees more budget, and a short entry leaves more room in a
+   reader's context. The last-copy term makes an entry whose words the
+   store holds elsewhere go before one that is their only home.
 
 The last live entry that fits the budget alone is never evicted (the
 entry this order values most among those that fit), so the loop ends at
@@ -20,9 +25,10 @@ before anything changes. Each choice depends only on the live
 entries, so a run resumed mid-eviction takes the same order. Cost: one
 more neighbour-list build (as the candidate queue's: half an n x n
 product) and a rescan of one row when all k neighbours on its list are
-gone. ``EVICT_SIZE_WEIGHT`` was chosen on four LoCoMo dev
-conversations and checked on the other three
-(``bench/results/eval/strict_*``).
+gone, and one count of the content words of the live entries.
+``EVICT_SIZE_WEIGHT`` and ``EVICT_UNIQUE_WEIGHT`` were chosen on four
+LoCoMo dev conversations and checked on the other three
+(``bench/results/eval/strict_*``, ``bench/results/eviction_weights.json``).
 """
 
 from __future__ import annotations
@@ -36,17 +42,21 @@ from typing import TYPE_CHECKING
 from ._memory import release_free_memory
 from .entry import json_size
 from .facts import is_filler
+from .lastcopy import LastCopies, specific_keys
 from .pairs import PairQueue
 
 if TYPE_CHECKING:  # pragma: no cover
     from .compressor import Compressor
 
-__all__ = ["EVICT_SIZE_WEIGHT", "evict_to_budget"]
+__all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "evict_to_budget"]
 
 
 #: Strict-mode eviction: weight of ln(entry bytes) against the nearest-neighbour cosine
 #: (chosen on held-in LoCoMo conversations; see the module docstring).
 EVICT_SIZE_WEIGHT = 0.1
+#: Strict-mode eviction: weight of the share of an entry's specific words held nowhere else in the
+#: store (chosen on held-in LoCoMo conversations: the most answer presence without less answer recall).
+EVICT_UNIQUE_WEIGHT = 0.2
 
 
 def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actions: Counter[str],
@@ -69,6 +79,11 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
     ours = [e for e in store.entries() if e.id not in outsiders]
     size = {e.id: json_size(replace(e, links=())) for e in ours}  # links come and go with neighbours
     gone: set[str] = set()
+    # How many of our live entries hold each content key (outsiders left out, as from the neighbour
+    # lists: the order stays a function of the run's own entries, and a resumed run takes the same).
+    text = {e.id: e.content for e in ours}
+    copies = LastCopies()
+    copies.build(text.values())
     fits: dict[str, bool] = {}  # whether a store of this entry alone is within the target (never changes)
     scan, witness = 0, None  # a live entry known to fit alone, found by scanning ``ours`` once
 
@@ -91,6 +106,7 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
     def evict(entry_id: str, why: str) -> None:
         nonlocal step, done
         gone.add(entry_id)
+        copies.remove(text[entry_id])
         store.journal.apply_evict(run_id, step, entry_id, reason=f"strict budget: {why}", metric=metric)
         comp._disk_dirty = True
         actions["evict"] += 1
@@ -117,17 +133,25 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
     del matrix, scales
     release_free_memory()
 
-    def key(entry_id: str) -> tuple[float, int, str, str | None, float]:
+    def only_here(entry_id: str) -> tuple[int, int]:
+        """``(specific keys no other live entry holds, specific keys)`` of the entry."""
+        return len(copies.only_here(text[entry_id])), len(specific_keys(text[entry_id]))
+
+    def key(entry_id: str) -> tuple[float, int, str, str | None, float, tuple[int, int]]:
         near = queue.nearest(entry_id) if entry_id in queue else None
         cos = near[1] if near is not None else -1.0  # alone, or not embedded: nothing covers it
-        value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, size[entry_id]))
-        return (-value, pos[entry_id], entry_id, None if near is None else str(near[0]), cos)
+        unique = only_here(entry_id)
+        value = (cos + EVICT_SIZE_WEIGHT * math.log(max(1, size[entry_id]))
+                 - EVICT_UNIQUE_WEIGHT * unique[0] / max(1, unique[1]))
+        return (-value, pos[entry_id], entry_id, None if near is None else str(near[0]), cos, unique)
 
     heap = [key(e.id) for e in ours]
     heapq.heapify(heap)
     while heap and comp._over(target):
-        _, _, entry_id, near, cos = heapq.heappop(heap)
-        if near is not None and near not in queue:  # its nearest has gone: its value fell, look again
+        _, _, entry_id, near, cos, unique = heapq.heappop(heap)
+        # A value only falls as entries go (the nearest neighbour goes, a word's other copies go), so
+        # the heap holds upper bounds: a stale item is valued again and pushed back.
+        if (near is not None and near not in queue) or only_here(entry_id) != unique:
             heapq.heappush(heap, key(entry_id))
             continue
         if not may_evict(entry_id):
@@ -135,7 +159,8 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
         if entry_id in queue:
             queue.remove(entry_id)
         covered = f"nearest {near} at cos {cos:.3f}" if near is not None else "no neighbour"
-        evict(entry_id, f"most redundant left ({covered}), {size[entry_id]} bytes")
+        evict(entry_id, f"most redundant left ({covered}), {size[entry_id]} bytes, "
+                        f"{unique[0]} of {unique[1]} specific words held nowhere else")
     return step
 
 

@@ -48,8 +48,9 @@ def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
     from dataclasses import replace
 
     from memrefine_edge.entry import json_size
-    from memrefine_edge.eviction import EVICT_SIZE_WEIGHT
+    from memrefine_edge.eviction import EVICT_SIZE_WEIGHT, EVICT_UNIQUE_WEIGHT
     from memrefine_edge.facts import is_filler
+    from memrefine_edge.lastcopy import content_keys, specific_keys
     from memrefine_edge.similarity import similarity_matrix
 
     enc = HashEncoder()
@@ -57,6 +58,7 @@ def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
 
     vec = {e.id: decode_embedding(encode_embedding(enc.embed([e.content])[0])) for e in entries}
     size = {e.id: json_size(replace(e, links=())) for e in entries}
+    text = {e.id: e.content for e in entries}
     live = [e.id for e in entries]
     total = sum(size.values())  # links left aside: the caller's target is in these sizes
     out: list[str] = []
@@ -80,7 +82,11 @@ def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
             if i in kept:
                 continue
             cos = float(sims[r].max()) if len(live) > 1 else -1.0
-            value = cos + EVICT_SIZE_WEIGHT * math.log(size[i])
+            # Specific words of i that no other live entry holds, counted afresh.
+            elsewhere = set().union(*(content_keys(text[j]) for j in live if j != i))
+            specific = specific_keys(text[i])
+            unique = len(specific - elsewhere) / max(1, len(specific))
+            value = cos + EVICT_SIZE_WEIGHT * math.log(size[i]) - EVICT_UNIQUE_WEIGHT * unique
             if best is None or value > best[0]:
                 best = (value, i)
         if last_fitting(best[1]):
@@ -118,6 +124,25 @@ def test_strict_eviction_takes_filler_then_the_most_redundant_entry_left(tmp_pat
         reasons = [d.reason for d in store.journal.decisions() if d.action == "evict"]
         assert reasons[0] == "strict budget: pure filler"
         assert all(r.startswith("strict budget: most redundant left (nearest ") for r in reasons[1:])
+
+
+def test_strict_eviction_keeps_the_only_home_of_a_specific_word(tmp_path):
+    # Two entries each other's nearest: the longer one would go first for its size, but it is the only
+    # entry that says "theremin", and everything the shorter one says is held by the longer one.
+    richer = Entry(id="x1", content="Ana plays the cello and the theremin on Sundays")
+    poorer = Entry(id="x2", content="Ana plays the cello on Sundays")
+    others = [Entry(id="o1", content="Ben ran the Berlin marathon in 3 hours"),
+              Entry(id="o2", content="Cleo bought a red bike for her commute")]
+    with MemoryStore(tmp_path / "u.db") as store:
+        store.add_many([richer, poorer, *others])
+        size = {e.id: len(json.dumps(e.counted_fields())) for e in (richer, poorer)}
+        target = store.json_bytes() - min(size.values())  # room for exactly one of the two to go
+        comp = compressor(store, ScriptedMethod(policy="preserve"), mode="strict")
+        assert comp.run(budget_bytes=target).budget_met
+        assert _evicted(store) == ["x2"]
+        assert "theremin" in store.get("x1").content
+        reason = next(d.reason for d in store.journal.decisions() if d.action == "evict")
+        assert reason.endswith("0 of 2 specific words held nowhere else")  # "ana", "sundays"
 
 
 @pytest.mark.parametrize("seed,ratio", [(0, 0.35), (1, 0.35), (2, 0.35), (3, None)])

@@ -1,0 +1,100 @@
+"""Choose strict-mode eviction's last-copy weight on the tune conversations; score it once on the test ones.
+
+Strict mode evicts, after the judge has run out of candidate pairs, the entry with the highest
+``cos(nearest live neighbour) + EVICT_SIZE_WEIGHT * ln(bytes) - EVICT_UNIQUE_WEIGHT * unique`` (``unique``:
+the share of the entry's specific words no other live entry holds; :mod:`memrefine_edge.eviction`). This
+script compresses the LoCoMo dev conversations in strict mode, chained to 50% and 30%, as turns,
+observations and mem0-style text, once per weight, and measures answer recall@1000 and answer presence.
+
+* ``tune`` (default): conv-26, 30, 41, 42, every weight of ``--weights``. The rule: of the weights whose
+  mean answer recall@1000 over the six cells (three store kinds, two budgets) is not below the weight 0's,
+  the one with the most mean presence.
+* ``--test``: conv-43, 44, 47, weight 0 and the packaged weight, once.
+
+The weight is a module constant of the product; the script sets it for each run (nothing else changes).
+
+    python bench/eviction_weights.py            # ~10 min; LoCoMo from ../shared/data/locomo or MEMREFINE_LOCOMO
+    python bench/eviction_weights.py --test     # ~4 min
+
+Writes ``bench/results/eviction_weights.json`` (``tune`` or ``test`` part; numbers only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from _locomo import dev_json  # noqa: E402  (bench/ is the script's folder, first on sys.path)
+
+from memrefine_edge import __version__, eviction  # noqa: E402
+from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
+
+TUNE = ("conv-26", "conv-30", "conv-41", "conv-42")
+TEST = ("conv-43", "conv-44", "conv-47")
+STORES = ("turns", "observations", "text")
+BUDGETS = ("0.5", "0.3")
+OUT = ROOT / "bench" / "results" / "eviction_weights.json"
+
+
+def measure(samples: tuple[str, ...], weight: float, encoder: object, cache: Path) -> dict:
+    """Strict runs of every store kind at one weight: ``{store: {budget: {...}}}``."""
+    from memrefine_edge.eval.harness import EvalConfig, run_eval
+    from memrefine_edge.eval.report import summarize
+
+    eviction.EVICT_UNIQUE_WEIGHT = weight
+    out: dict = {}
+    for store in STORES:
+        # One folder per store kind: its cache of base stores is reused by every weight.
+        config = EvalConfig(data=dev_json(), out=cache / store, samples=samples, store=store, methods=("memrefine",),
+                            budgets=(1.0, 0.5, 0.3), qa=False, chain=True, context_bytes=(1000,), mode="strict")
+        per = summarize(run_eval(config, encoder=encoder, log=lambda m: None))["methods"]["memrefine"]
+        out[store] = {b: {k: round(per[b][k], 4) for k in ("ratio_json", "budget_met", "answer_recall@1000",
+                                                           "presence")} for b in BUDGETS}
+    cells = [out[s][b] for s in STORES for b in BUDGETS]
+    out["mean"] = {k: round(sum(c[k] for c in cells) / len(cells), 4) for k in ("answer_recall@1000", "presence")}
+    print(f"weight {weight:g}: mean answer recall@1000 {out['mean']['answer_recall@1000']:.4f}, "
+          f"presence {out['mean']['presence']:.4f}", flush=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--weights", default="0,0.1,0.2,0.4", help="tune: the weights to try")
+    ap.add_argument("--test", action="store_true", help="score weight 0 and the packaged weight on the test part")
+    args = ap.parse_args()
+    from memrefine_edge.backends.encoder import OnnxEncoder
+
+    packaged = eviction.EVICT_UNIQUE_WEIGHT
+    encoder = OnnxEncoder()
+    result = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
+    result.update({"machine": machine_info(__version__), "stores": list(STORES), "budgets": list(BUDGETS),
+                   "mode": "strict", "context_bytes": 1000, "packaged_weight": packaged})
+    with tempfile.TemporaryDirectory(prefix="memrefine-evict-") as work:
+        if args.test:
+            runs = {f"{w:g}": measure(TEST, w, encoder, Path(work)) for w in (0.0, packaged)}
+            result["test"] = {"command": "python bench/eviction_weights.py --test", "samples": list(TEST),
+                              "runs": runs}
+        else:
+            weights = [float(w) for w in args.weights.split(",")]
+            runs = {f"{w:g}": measure(TUNE, w, encoder, Path(work)) for w in weights}
+            floor = runs[f"{0.0:g}"]["mean"]["answer_recall@1000"] if 0.0 in weights else float("-inf")
+            ok = [w for w in weights if runs[f"{w:g}"]["mean"]["answer_recall@1000"] >= floor]
+            chosen = max(ok, key=lambda w: (runs[f"{w:g}"]["mean"]["presence"], -w))
+            result["tune"] = {"command": "python bench/eviction_weights.py --weights " + args.weights,
+                              "samples": list(TUNE), "runs": runs, "chosen": chosen,
+                              "rule": "most mean presence among weights whose mean answer recall@1000 is not "
+                                      "below weight 0's"}
+            print(f"chosen: {chosen:g} (packaged: {packaged:g})")
+    eviction.EVICT_UNIQUE_WEIGHT = packaged
+    write_json(OUT, result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
