@@ -114,10 +114,6 @@ class LastCopies:
             else:
                 del counts[k]  # the counter stays as small as the store's vocabulary
 
-    def only_here(self, text: str) -> frozenset[str]:
-        """Specific keys of ``text`` (a live entry's) that no other live entry holds."""
-        return frozenset(k for k in specific_keys(text) if self.counts[k] <= 1)
-
     def last(self, gone: str, kept: str) -> frozenset[str]:
         """Specific keys of ``gone`` that neither ``kept`` nor any other live entry holds."""
         have = content_keys(kept)
