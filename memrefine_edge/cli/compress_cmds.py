@@ -70,6 +70,10 @@ def _human(report: dict[str, Any]) -> str:
         "  seconds     " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(report["seconds"].items())),
         f"  budget met  {'yes' if report['budget_met'] else 'NO'} ({report['stop_reason']})",
     ]
+    if not report["budget_met"] and report["mode"] == "paper" and report["stop_reason"].startswith("no candidate"):
+        # Paper mode ends here by design: every pair left was judged to hold distinct facts.
+        lines.append("  next        the judge kept what is left as distinct facts; --mode strict evicts down to "
+                     "the budget (each eviction audited, undo restores), or set a larger budget")
     return "\n".join(lines)
 
 
