@@ -10,11 +10,15 @@ observations and mem0-style text, once per weight, and measures answer recall@10
   mean answer recall@1000 over the six cells (three store kinds, two budgets) is not below the weight 0's,
   the one with the most mean presence.
 * ``--test``: conv-43, 44, 47, weight 0 and the packaged weight, once.
+* ``--cap``: the packaged weight with and without ``EVICT_SIZE_CAPPED`` (an entry's bytes counted only up
+  to the bytes the budget still needs), on tune and on test; the cap was added after the weight was chosen.
 
-The weight is a module constant of the product; the script sets it for each run (nothing else changes).
+The weight and the cap are module constants of the product; the script sets them for each run (nothing
+else changes).
 
     python bench/eviction_weights.py            # ~10 min; LoCoMo from ../shared/data/locomo or MEMREFINE_LOCOMO
     python bench/eviction_weights.py --test     # ~4 min
+    python bench/eviction_weights.py --cap      # ~8 min
 
 Writes ``bench/results/eviction_weights.json`` (``tune`` or ``test`` part; numbers only).
 """
@@ -42,12 +46,13 @@ BUDGETS = ("0.5", "0.3")
 OUT = ROOT / "bench" / "results" / "eviction_weights.json"
 
 
-def measure(samples: tuple[str, ...], weight: float, encoder: object, cache: Path) -> dict:
+def measure(samples: tuple[str, ...], weight: float, encoder: object, cache: Path, *, capped: bool = True) -> dict:
     """Strict runs of every store kind at one weight: ``{store: {budget: {...}}}``."""
     from memrefine_edge.eval.harness import EvalConfig, run_eval
     from memrefine_edge.eval.report import summarize
 
     eviction.EVICT_UNIQUE_WEIGHT = weight
+    eviction.EVICT_SIZE_CAPPED = capped
     out: dict = {}
     for store in STORES:
         # One folder per store kind: its cache of base stores is reused by every weight.
@@ -58,8 +63,9 @@ def measure(samples: tuple[str, ...], weight: float, encoder: object, cache: Pat
                                                            "presence")} for b in BUDGETS}
     cells = [out[s][b] for s in STORES for b in BUDGETS]
     out["mean"] = {k: round(sum(c[k] for c in cells) / len(cells), 4) for k in ("answer_recall@1000", "presence")}
-    print(f"weight {weight:g}: mean answer recall@1000 {out['mean']['answer_recall@1000']:.4f}, "
-          f"presence {out['mean']['presence']:.4f}", flush=True)
+    mean = out["mean"]
+    print(f"weight {weight:g}{'' if capped else ' (uncapped)'}: mean answer recall@1000 "
+          f"{mean['answer_recall@1000']:.4f}, presence {mean['presence']:.4f}", flush=True)
     return out
 
 
@@ -67,6 +73,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weights", default="0,0.1,0.2,0.4", help="tune: the weights to try")
     ap.add_argument("--test", action="store_true", help="score weight 0 and the packaged weight on the test part")
+    ap.add_argument("--cap", action="store_true", help="the packaged weight with and without the size cap")
     args = ap.parse_args()
     from memrefine_edge.backends.encoder import OnnxEncoder
 
@@ -76,7 +83,13 @@ def main() -> int:
     result.update({"machine": machine_info(__version__), "stores": list(STORES), "budgets": list(BUDGETS),
                    "mode": "strict", "context_bytes": 1000, "packaged_weight": packaged})
     with tempfile.TemporaryDirectory(prefix="memrefine-evict-") as work:
-        if args.test:
+        if args.cap:
+            result["cap"] = {"command": "python bench/eviction_weights.py --cap", "weight": packaged, **{
+                part: {"samples": list(samples),
+                       "uncapped": measure(samples, packaged, encoder, Path(work) / part, capped=False),
+                       "capped": measure(samples, packaged, encoder, Path(work) / part)}
+                for part, samples in (("tune", TUNE), ("test", TEST))}}
+        elif args.test:
             runs = {f"{w:g}": measure(TEST, w, encoder, Path(work)) for w in (0.0, packaged)}
             result["test"] = {"command": "python bench/eviction_weights.py --test", "samples": list(TEST),
                               "runs": runs}
@@ -91,7 +104,7 @@ def main() -> int:
                               "rule": "most mean presence among weights whose mean answer recall@1000 is not "
                                       "below weight 0's"}
             print(f"chosen: {chosen:g} (packaged: {packaged:g})")
-    eviction.EVICT_UNIQUE_WEIGHT = packaged
+    eviction.EVICT_UNIQUE_WEIGHT, eviction.EVICT_SIZE_CAPPED = packaged, True
     write_json(OUT, result)
     return 0
 

@@ -14,7 +14,8 @@ one at a time, each eviction audited, least valuable first:
    recomputed as neighbours and other copies go, so of two near-duplicates
    one goes and the other, then alone, stays; ties go to the oldest. The
    size term makes a long entry go before a short one equally well
-   covered: it frees more budget, and a short entry leaves more room in a
+   covered: it frees more budget (under the ``json`` metric counted only up to
+   the bytes the budget still needs), and a short entry leaves more room in a
    reader's context. The last-copy term makes an entry whose words the
    store holds elsewhere go before one that is their only home.
 
@@ -51,7 +52,7 @@ from .pairs import PairQueue
 if TYPE_CHECKING:  # pragma: no cover
     from .compressor import Compressor
 
-__all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "evict_to_budget"]
+__all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "EVICT_SIZE_CAPPED", "evict_to_budget"]
 
 
 #: Strict-mode eviction: weight of ln(entry bytes) against the nearest-neighbour cosine
@@ -60,6 +61,9 @@ EVICT_SIZE_WEIGHT = 0.1
 #: Strict-mode eviction: weight of the share of an entry's specific words held nowhere else in the
 #: store (chosen on held-in LoCoMo conversations: the most answer presence without less answer recall).
 EVICT_UNIQUE_WEIGHT = 0.2
+#: Strict-mode eviction under the ``json`` metric: an entry's bytes count only up to the bytes the budget
+#: still needs (a large entry is not evicted for bytes beyond them; measured by bench/eviction_weights.py).
+EVICT_SIZE_CAPPED = True
 
 
 def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actions: Counter[str],
@@ -148,9 +152,15 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
     def key(entry_id: str, *, bound: bool = False) -> tuple[float, int, str, str | None, float, tuple[int, int] | None]:
         near = queue.nearest(entry_id) if entry_id in queue else None
         cos = near[1] if near is not None else -1.0  # alone, or not embedded: nothing covers it
-        value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, size[entry_id]))
-        # ``bound``: the value without the last-copy term, which only subtracts. The heap starts from
-        # these upper bounds, so an entry's words are extracted only when it comes near the top.
+        freed = size[entry_id]
+        if not bound and metric == "json" and EVICT_SIZE_CAPPED:
+            # Bytes beyond what the budget still needs free nothing it asks for: an entry counts its
+            # size only up to the excess, so a large entry is not evicted for bytes it would lose.
+            freed = min(freed, max(1, comp._run_size() - target))
+        value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, freed))
+        # ``bound``: the value without the excess cap and the last-copy term, which only lower it.
+        # The heap starts from these upper bounds, so an entry's words are extracted only when it
+        # comes near the top.
         unique = None if bound else only_here(entry_id)
         if unique is not None:
             value -= EVICT_UNIQUE_WEIGHT * unique[0] / max(1, unique[1])
@@ -159,12 +169,16 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
     heap = [key(e.id, bound=True) for e in ours]
     heapq.heapify(heap)
     while heap and comp._over(target):
-        _, _, entry_id, near, cos, unique = heapq.heappop(heap)
-        # A value only falls as entries go (the nearest neighbour goes, a word's other copies go), so
-        # the heap holds upper bounds: an item not valued yet, or stale, is valued and pushed back.
-        if unique is None or (near is not None and near not in queue) or only_here(entry_id) != unique:
-            heapq.heappush(heap, key(entry_id))
+        item = heapq.heappop(heap)
+        # A value only falls as entries go (the nearest neighbour goes, a word's other copies go, the
+        # excess shrinks), so the heap holds upper bounds: an item is valued afresh when it surfaces,
+        # and pushed back if its value fell.
+        fresh = key(item[2])
+        if item[5] is None or fresh[0] != item[0]:
+            heapq.heappush(heap, fresh)
             continue
+        _, _, entry_id, near, cos, unique = fresh
+        assert unique is not None  # a valued item
         if not may_evict(entry_id):
             continue  # stays, and is never asked again
         if entry_id in queue:

@@ -86,7 +86,8 @@ def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
             elsewhere = set().union(*(content_keys(text[j]) for j in live if j != i))
             specific = specific_keys(text[i])
             unique = len(specific - elsewhere) / max(1, len(specific))
-            value = cos + EVICT_SIZE_WEIGHT * math.log(size[i]) - EVICT_UNIQUE_WEIGHT * unique
+            freed = min(size[i], max(1, total - target))  # only the bytes the budget still needs count
+            value = cos + EVICT_SIZE_WEIGHT * math.log(freed) - EVICT_UNIQUE_WEIGHT * unique
             if best is None or value > best[0]:
                 best = (value, i)
         if last_fitting(best[1]):
@@ -143,6 +144,35 @@ def test_strict_eviction_keeps_the_only_home_of_a_specific_word(tmp_path):
         assert "theremin" in store.get("x1").content
         reason = next(d.reason for d in store.journal.decisions() if d.action == "evict")
         assert reason.endswith("0 of 2 specific words held nowhere else")  # "ana", "sundays"
+
+
+def test_strict_eviction_frees_what_the_budget_needs_not_a_large_entry_for_its_size(tmp_path):
+    # Two near-duplicate pairs, one short, one long. Counted at its full size the long story would go
+    # first (its size term outweighs the short pair's closer cosine); ten bytes over budget, any entry
+    # frees what is needed, so the closer short pair loses one entry and both stories stay.
+    short = [Entry(id="a1", content="Ana adopted a grey cat named Luna in May"),
+             Entry(id="a2", content="Ana adopted a grey cat named Luna in May too")]
+    story = ("Ben spent the whole summer restoring an old wooden sailboat with his uncle in the harbour of Porto, "
+             "sanding the hull every morning, fixing the mast and the rigging, painting the deck a deep blue, "
+             "and by late August they sailed it along the coast to Nazare and back without a single leak. "
+             "They want to take it further next year, maybe all the way down to the south, and they have "
+             "started to plan the route, the stops and the food they will need for the whole trip together")
+    retold = story
+    for old, new in [("whole summer", "entire summer"), ("old wooden", "small wooden"), ("single leak", "one leak"),
+                     ("further", "farther"), ("maybe", "perhaps"), ("started", "begun"), ("need", "want"),
+                     ("take it", "bring it"), ("the way down", "the road down"), ("plan the route", "draw the course"),
+                     ("the food", "the meals"), ("back without", "home without"), ("along the coast", "by the shore")]:
+        retold = retold.replace(old, new)
+    long = [Entry(id="b1", content=story), Entry(id="b2", content=retold)]
+    with MemoryStore(tmp_path / "x.db") as store:
+        store.add_many(short + long)
+        target = store.json_bytes() - 10
+        comp = compressor(store, ScriptedMethod(policy="preserve"), mode="strict")
+        assert comp.run(budget_bytes=target).budget_met
+        gone = _evicted(store)
+        assert len(gone) == 1 and gone[0] in {"a1", "a2"}, gone
+        assert "b1" in store and "b2" in store
+        assert store.json_bytes() > target - 200  # a short entry's bytes (~150), not a story's (~580)
 
 
 @pytest.mark.parametrize("seed,ratio", [(0, 0.35), (1, 0.35), (2, 0.35), (3, None)])
