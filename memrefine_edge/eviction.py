@@ -149,34 +149,39 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
             keys = specific[entry_id] = tuple(specific_keys(text[entry_id]))
         return sum(copies.counts[k] <= 1 for k in keys), len(keys)
 
-    def key(entry_id: str, *, bound: bool = False) -> tuple[float, int, str, str | None, float, tuple[int, int] | None]:
+    capped = metric == "json" and EVICT_SIZE_CAPPED
+
+    def key(entry_id: str, room: int | None) -> tuple[float, int, str, str | None, float, tuple[int, int] | None]:
+        """The entry's heap item. ``room``: the bytes the budget still needs, which cap the size term;
+        None gives the upper bound the heap starts from (no cap, no last-copy term: both only lower it),
+        so an entry's words are extracted only when it comes near the top."""
         near = queue.nearest(entry_id) if entry_id in queue else None
         cos = near[1] if near is not None else -1.0  # alone, or not embedded: nothing covers it
         freed = size[entry_id]
-        if not bound and metric == "json" and EVICT_SIZE_CAPPED:
+        if room is not None and capped:
             # Bytes beyond what the budget still needs free nothing it asks for: an entry counts its
             # size only up to the excess, so a large entry is not evicted for bytes it would lose.
-            freed = min(freed, max(1, comp._run_size() - target))
+            freed = min(freed, room)
         value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, freed))
-        # ``bound``: the value without the excess cap and the last-copy term, which only lower it.
-        # The heap starts from these upper bounds, so an entry's words are extracted only when it
-        # comes near the top.
-        unique = None if bound else only_here(entry_id)
+        unique = None if room is None else only_here(entry_id)
         if unique is not None:
             value -= EVICT_UNIQUE_WEIGHT * unique[0] / max(1, unique[1])
         return (-value, pos[entry_id], entry_id, None if near is None else str(near[0]), cos, unique)
 
-    heap = [key(e.id, bound=True) for e in ours]
+    heap = [key(e.id, None) for e in ours]
     heapq.heapify(heap)
     while heap and comp._over(target):
-        item = heapq.heappop(heap)
+        # Nothing changes until the next eviction, so the excess is read once per eviction.
+        room = max(1, comp._run_size() - target)
         # A value only falls as entries go (the nearest neighbour goes, a word's other copies go, the
         # excess shrinks), so the heap holds upper bounds: an item is valued afresh when it surfaces,
-        # and pushed back if its value fell.
-        fresh = key(item[2])
-        if item[5] is None or fresh[0] != item[0]:
+        # and pushed back if its value fell, until the top item's value is current.
+        while True:
+            item = heapq.heappop(heap)
+            fresh = key(item[2], room)
+            if item[5] is not None and fresh[0] == item[0]:
+                break
             heapq.heappush(heap, fresh)
-            continue
         _, _, entry_id, near, cos, unique = fresh
         assert unique is not None  # a valued item
         if not may_evict(entry_id):
