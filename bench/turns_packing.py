@@ -40,8 +40,8 @@ from memrefine_edge.entry import Entry  # noqa: E402
 from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
 from memrefine_edge.facts import sentence_scans, strip_speaker  # noqa: E402
 from memrefine_edge.importers import parse_file  # noqa: E402
-from memrefine_edge.judge import GuardedJudge, Judge, ScorerJudge  # noqa: E402
-from memrefine_edge.pipeline import Backends, PipelineConfig, build  # noqa: E402
+from memrefine_edge.judge import GuardedJudge, Judge, ScorerJudge, scorer_guard  # noqa: E402
+from memrefine_edge.pipeline import Backends, PipelineConfig  # noqa: E402
 
 SAMPLES = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47")
 BUDGETS = (1.0, 0.5, 0.3)
@@ -108,23 +108,15 @@ def run(variant: str, origins: Origins, encoder: object) -> dict:
     class _Backends(Backends):
         def judge(self, config: PipelineConfig) -> GuardedJudge:
             if variant == "default":
-                inner: Judge = ScorerJudge()
-            else:
-                inner = PackingJudge(origins, variant)
-                judges.append(inner)  # type: ignore[arg-type]
-            # What default_judge builds around the scorer.
-            return GuardedJudge(inner, min_word_cover=0.0, merge_min_similarity=-1.0, check_merges=False)
-
-    backends = _Backends()
-
-    def make(name: str, config: object) -> tuple:
-        parts = build(PipelineConfig(), backends=backends, encoder=encoder)  # type: ignore[arg-type]
-        return parts.method, parts.merger
+                return scorer_guard(ScorerJudge())
+            inner = PackingJudge(origins, variant)
+            judges.append(inner)
+            return scorer_guard(inner)  # what default_judge builds around the scorer
 
     with tempfile.TemporaryDirectory(prefix="memrefine-packing-") as work:
         config = EvalConfig(data=dev_json(), out=Path(work), samples=SAMPLES, store="turns",
                             methods=("memrefine",), budgets=BUDGETS, qa=False, chain=True, context_bytes=(1000,))
-        summary = summarize(run_eval(config, encoder=encoder, method_factory=make))
+        summary = summarize(run_eval(config, encoder=encoder, backends=_Backends()))
     per = summary["methods"]["memrefine"]
     out = {f"{b:g}": {k: round(per[f"{b:g}"][k], 4) for k in KEPT} for b in BUDGETS if b < 1.0}
     out["preserves_merged"] = sum(j.flipped for j in judges)

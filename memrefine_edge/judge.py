@@ -72,6 +72,7 @@ __all__ = [
     "uses_gguf",
     "Decision",
     "default_judge",
+    "scorer_guard",
     "Judge",
     "LlamaJudge",
     "ScorerJudge",
@@ -548,6 +549,13 @@ def uses_gguf(judge_model: str | os.PathLike[str] | None) -> bool:
     return judge_model is not None and str(judge_model) not in MODEL_FREE_JUDGES
 
 
+def scorer_guard(inner: Judge) -> GuardedJudge:
+    """The guard the default judge puts around the redundancy scorer (or a judge built on it): the fast
+    path and the strict fact checks only (names, numbers, dates, negation; no content-word threshold, no
+    similarity floor for merges, merges not re-checked), because the scorer itself judges paraphrases."""
+    return GuardedJudge(inner, min_word_cover=0.0, merge_min_similarity=-1.0, check_merges=False)
+
+
 def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads: int = 1,
                   merge_min_similarity: float | None = None,
                   mode: Literal["logits", "generate"] = "logits") -> GuardedJudge:
@@ -572,8 +580,7 @@ def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads
     """
     key = None if model_path is None else str(model_path)
     if key in (None, "none", "scorer"):
-        return GuardedJudge(ScorerJudge(merge_min_similarity=merge_min_similarity), min_word_cover=0.0,
-                            merge_min_similarity=-1.0, check_merges=False)
+        return scorer_guard(ScorerJudge(merge_min_similarity=merge_min_similarity))
     mms = DEFAULT_MERGE_MIN_SIMILARITY if merge_min_similarity is None else merge_min_similarity
     inner: Judge
     if key == "fact":

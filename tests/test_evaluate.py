@@ -206,6 +206,26 @@ def test_attribution_finds_the_deleted_evidence_entry(data, tmp_path):
     assert "Where evidence was lost" in (tmp_path / "o" / "report.md").read_text()
 
 
+def test_backends_build_the_default_factorys_methods(data, tmp_path):
+    # The same deleting method, once handed over as the pipeline's method (through backends, under the
+    # name memrefine), once through a method factory: the same compressions.
+    from memrefine_edge.testing import FakeBackends
+
+    config = dict(budgets=(1.0, 0.5), attribution_budget=0.5)
+    via_backends = run_eval(_config(data, tmp_path / "b", methods=("memrefine",), **config), encoder=HashEncoder(),
+                            backends=FakeBackends(method=Deleter("conv-t1:D1:2"), merger=ConcatMerger()),
+                            log=lambda m: None)
+    via_factory = _run(_config(data, tmp_path / "f", methods=("deleter",), **config))
+    got = via_backends["samples"]["conv-t1"]["methods"]["memrefine"]["0.5"]
+    want = via_factory["samples"]["conv-t1"]["methods"]["deleter"]["0.5"]
+    assert got["entries"] == want["entries"] and got["json_bytes"] == want["json_bytes"]
+    assert got["attribution"]["fate"] == want["attribution"]["fate"]
+    assert got["attribution"]["fate"]["deleted (llm)"] == 1  # D1:2, deleted first by the scripted method
+    with pytest.raises(ValueError, match="not both"):
+        _run(_config(data, tmp_path / "x"), backends=FakeBackends())
+    assert not (tmp_path / "x").exists()
+
+
 def test_text_store_has_no_recall(data, tmp_path):
     text_dir = tmp_path / "texts"
     text_dir.mkdir()

@@ -145,24 +145,16 @@ def delete_rate(actions: list[str]) -> float:
     return sum(a.startswith("delete") for a in actions) / len(actions)
 
 
-def _factory(scorer: RedundancyScorer, encoder: object):
-    """The evaluation's method factory: the default pipeline, its judge built around ``scorer``."""
-    from memrefine_edge.judge import GuardedJudge, ScorerJudge
-    from memrefine_edge.pipeline import Backends, PipelineConfig, build
+def _backends(scorer: RedundancyScorer):
+    """The default pipeline's parts, its judge built around ``scorer`` as the default judge is."""
+    from memrefine_edge.judge import GuardedJudge, ScorerJudge, scorer_guard
+    from memrefine_edge.pipeline import Backends, PipelineConfig
 
     class _Backends(Backends):
         def judge(self, config: PipelineConfig) -> GuardedJudge:
-            # What default_judge builds, around this scorer.
-            return GuardedJudge(ScorerJudge(scorer=scorer), min_word_cover=0.0, merge_min_similarity=-1.0,
-                                check_merges=False)
+            return scorer_guard(ScorerJudge(scorer=scorer))
 
-    backends = _Backends()
-
-    def make(name: str, config: object) -> tuple:
-        parts = build(PipelineConfig(), backends=backends, encoder=encoder)  # type: ignore[arg-type]
-        return parts.method, parts.merger
-
-    return make
+    return _Backends()
 
 
 def paper_runs(learn: list[dict], settings: list[dict]) -> None:
@@ -188,12 +180,11 @@ def paper_runs(learn: list[dict], settings: list[dict]) -> None:
         weights = fit(*design(learn), setting["l2"])
         scorer = RedundancyScorer(weights={**weights, "min_delete_probability": setting["min_delete_probability"],
                                            "min_merge_probability": setting["min_merge_probability"]})
-        make = _factory(scorer, encoder)
         with tempfile.TemporaryDirectory(prefix="memrefine-train-") as work:
             config = EvalConfig(data=dev_json(), out=Path(work), samples=tune, store="turns",
                                 methods=("memrefine",), budgets=PAPER_BUDGETS, qa=False, chain=True,
                                 context_bytes=(1000,))
-            summary = summarize(run_eval(config, encoder=encoder, method_factory=make))
+            summary = summarize(run_eval(config, encoder=encoder, backends=_backends(scorer)))
         per = summary["methods"]["memrefine"]
         setting["paper"] = {
             f"{b:g}": {"budget_met": per[f"{b:g}"]["budget_met"], "ratio_json": round(per[f"{b:g}"]["ratio_json"], 4),

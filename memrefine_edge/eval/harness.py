@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..backends.encoder import Encoder
     from ..merger import Merger
     from ..methods import Method
+    from ..pipeline import Backends
     from ..store import MemoryStore
     from ..store.journal import DecisionRecord
 
@@ -331,8 +332,10 @@ def attribute_loss(questions: Sequence[Question], base_found: Sequence[frozenset
 # --- the run -----------------------------------------------------------------------------------------
 
 
-def _default_factory(name: str, config: EvalConfig, *, encoder: "Encoder") -> "tuple[Method, Merger | None]":
-    """The method and merger of one compression, from the pipeline (fresh state each time)."""
+def _default_factory(name: str, config: EvalConfig, *, encoder: "Encoder",
+                     backends: "Backends | None" = None) -> "tuple[Method, Merger | None]":
+    """The method and merger of one compression, from the pipeline (fresh state each time), built by
+    ``backends`` (default: the real models)."""
     from ..judge import uses_gguf
     from ..pipeline import PipelineConfig, build
 
@@ -344,7 +347,7 @@ def _default_factory(name: str, config: EvalConfig, *, encoder: "Encoder") -> "t
                           threads=config.threads,
                           merge_min_similarity=config.merge_min_similarity if name == "memrefine" else None)
     # The run embeds with its own encoder (one per evaluation): the pipeline is built around it.
-    parts = build(pipe, encoder=encoder)
+    parts = build(pipe, backends=backends, encoder=encoder)
     return parts.method, parts.merger
 
 
@@ -462,12 +465,14 @@ class _Run:
 
 
 def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_factory: MethodFactory | None = None,
-             extra_methods: Iterable[str] = (), answerer: Answerer | None = None,
+             backends: "Backends | None" = None, extra_methods: Iterable[str] = (), answerer: Answerer | None = None,
              log: Callable[[str], None] = lambda m: print(m, file=sys.stderr, flush=True)) -> dict[str, Any]:
     """Run the whole evaluation; write ``results.json``, ``report.md`` (and a PNG) into ``config.out``.
 
     ``encoder``, ``method_factory`` (plus the names it knows, ``extra_methods``)
-    and ``answerer`` are injectable; the defaults are the bundled models.
+    and ``answerer`` are injectable; the defaults are the bundled models. ``backends`` builds the
+    pipeline's parts for the default method factory (:class:`memrefine_edge.pipeline.Backends`; for
+    example another judge), as ``compress`` would with them.
     Input is validated before anything is written. ``results.json`` and the
     report are rewritten after each measurement, so a stopped run keeps them.
     """
@@ -482,7 +487,10 @@ def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_fac
         encoder = OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
     if config.qa and answerer is None:
         answerer = LlamaAnswerer(model_path=config.answer_model, n_threads=config.threads)
-    run = _Run(config, encoder, answerer, method_factory or functools.partial(_default_factory, encoder=encoder), log)
+    if method_factory is not None and backends is not None:
+        raise ValueError("give method_factory or backends, not both (backends feed the default factory)")
+    run = _Run(config, encoder, answerer,
+               method_factory or functools.partial(_default_factory, encoder=encoder, backends=backends), log)
     out = config.out
     cache, work = out / "cache", out / "work"
     work.mkdir(parents=True, exist_ok=True)
