@@ -8,7 +8,8 @@ wrong and, where there is one, how to fix it. The whole tree::
     ├── ModelError
     │   ├── ModelNotFoundError
     │   ├── ModelChecksumError
-    │   └── ModelLoadError
+    │   ├── ModelLoadError
+    │   └── MissingExtraError
     ├── StoreError
     │   ├── StoreNotFoundError
     │   ├── StoreFullError
@@ -51,6 +52,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelChecksumError",
     "ModelLoadError",
+    "MissingExtraError",
     "StoreError",
     "StoreFullError",
     "StoreIOError",
@@ -107,6 +109,18 @@ class ModelChecksumError(ModelError):
 
 class ModelLoadError(ModelError):
     """The runtime (onnxruntime, llama.cpp) refused to load a model file."""
+
+
+class MissingExtraError(ModelError):
+    """A feature needs an optional part of the package that is not installed.
+
+    ``extra`` names it: ``pip install 'memrefine-edge[EXTRA]'`` installs it
+    (``llm``: llama-cpp-python, which every GGUF model needs).
+    """
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        self.extra = extra
+        super().__init__(message)
 
 
 # --- store ------------------------------------------------------------------

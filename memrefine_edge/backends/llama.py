@@ -1,23 +1,28 @@
 """The local LLM runtime: a lazily imported llama.cpp and one shared model per process.
 
+llama-cpp-python is optional (the ``llm`` extra: ``pip install
+'memrefine-edge[llm]'``): the default judge and merger load no GGUF model.
 ``llama_cpp`` is imported only when a model is first loaded, so importing
-memrefine_edge (and ``memrefine --help``) stays fast and works without it.
+memrefine_edge (and ``memrefine --help``) stays fast and works without it; a
+GGUF model asked for without it raises :class:`MissingExtraError`, naming the
+extra, when its :class:`LlamaModel` is made, before any work.
 
 One :class:`llama_cpp.Llama` is kept alive per ``(path, n_ctx, n_threads)``:
 loading costs little, but the KV cache it holds is what makes repeated judge
 calls cheap. Prompts are built so the fixed instructions come first; llama.cpp
 then keeps their keys/values and only evaluates the part after the longest
-common token prefix (measured 2.0 s cold vs 0.82 s with reuse on the judge
-prompt; restoring a saved KV state was slower than recomputing it).
+common token prefix (restoring a saved KV state was slower than recomputing it;
+the figures are in the docs' benchmarks page).
 
 Defaults are for a small device shared with other work: ``n_threads=1``
-(with two threads while another process was busy the model ran ~4x slower
-than with one), temperature 0 and a fixed seed, ``verbose=False``.
+(two threads ran several times slower than one while another process was
+busy), temperature 0 and a fixed seed, ``verbose=False``.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import json
 import os
 import threading
@@ -28,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ModelLoadError
+from ..errors import MissingExtraError, ModelLoadError
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_cpp import Llama
@@ -37,6 +42,9 @@ __all__ = [
     "LlamaModel",
     "Completion",
     "check_model_path",
+    "require_llama_cpp",
+    "LLM_EXTRA",
+    "INSTALL_LLM",
     "DEFAULT_N_CTX",
     "DEFAULT_THREADS",
     "DEFAULT_SEED",
@@ -57,14 +65,38 @@ _CACHE: dict[tuple[str, int, int], "Llama"] = {}
 _LOCK = threading.Lock()
 
 
+#: The package extra that installs llama-cpp-python, and the command that installs it.
+LLM_EXTRA = "llm"
+INSTALL_LLM = f"pip install 'memrefine-edge[{LLM_EXTRA}]'"
+
+
+def _missing_llm(detail: str = "") -> MissingExtraError:
+    return MissingExtraError(
+        "a GGUF model (a GGUF judge, merger or answer model) needs llama-cpp-python, which is not installed: "
+        f"{INSTALL_LLM} (the default judge and merger load no GGUF; `memrefine eval --no-qa` needs none)"
+        + (f" [{detail}]" if detail else ""),
+        extra=LLM_EXTRA,
+    )
+
+
+def require_llama_cpp() -> None:
+    """Check, without importing it, that llama-cpp-python is installed.
+
+    :raises MissingExtraError: it is not (the ``llm`` extra installs it).
+    """
+    try:
+        found = importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise _missing_llm()
+
+
 def _import_llama_cpp() -> Any:
     try:
         import llama_cpp  # noqa: PLC0415 - lazy on purpose
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ModelLoadError(
-            "llama-cpp-python is not installed; install the package's llama-cpp-python wheel "
-            f"to use an LLM judge or merger ({exc})"
-        ) from exc
+    except ImportError as exc:  # the llm extra is not installed (or its library does not load)
+        raise _missing_llm(str(exc)) from exc
     return llama_cpp
 
 
@@ -235,14 +267,16 @@ class LlamaModel:
     The judge, the merger and the evaluation's answerer each hold one; the
     ``llama_cpp.Llama`` behind it is shared per process (:func:`load_llama`),
     and every use of llama-cpp-python's private attributes stays in this
-    module. An explicit ``model_path`` is checked at construction, so a wrong
-    path fails before any work; the model itself loads on first use or
+    module. The runtime's presence and an explicit ``model_path`` are checked
+    at construction (:class:`MissingExtraError` without the ``llm`` extra), so
+    a wrong setup fails before any work; the model itself loads on first use or
     :meth:`load`.
     """
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None, *, n_ctx: int = DEFAULT_N_CTX,
                  n_threads: int = DEFAULT_THREADS, seed: int = DEFAULT_SEED) -> None:
         check_model_path(model_path)
+        require_llama_cpp()
         self.model_path = model_path
         self.n_ctx, self.n_threads, self.seed = n_ctx, n_threads, seed
         self._grammars: dict[str, Any] = {}
