@@ -45,6 +45,7 @@ from .deferred import take_deferred
 from .errors import (
     BudgetError,
     ConfigurationError,
+    DuplicateIdError,
     EntryNotFoundError,
     MergeOutputError,
     ResumeError,
@@ -491,8 +492,16 @@ class Compressor:
                 vec = self.encoder.embed([merged.content])[0]
                 clock["embed"] += time.perf_counter() - t
                 t = time.perf_counter()
-                journal.apply(run_id, step, pair, decision, metric=self._metric, merged=merged, embedding=vec,
-                              model_id=self.encoder.model_id, latency_ms=latency)
+                while True:
+                    try:
+                        journal.apply(run_id, step, pair, decision, metric=self._metric, merged=merged,
+                                      embedding=vec, model_id=self.encoder.model_id, latency_ms=latency)
+                        break
+                    except DuplicateIdError:
+                        if not journal.id_in_use(merged.id):
+                            raise
+                        # Another writer took the merged id since it was chosen: the next free one.
+                        merged = self._merged_entry(a, b, merged.content, merged.keywords)
                 self._outsiders.created.add(merged.id)
                 self.method.applied([a, b], merged)
                 if queue is not None:  # (without one, the queue built next reads it from the store)
@@ -528,7 +537,12 @@ class Compressor:
             return None  # the safe fallback: keep both entries
         finally:
             clock["merge"] += time.perf_counter() - t
-        return build_merged_entry(a, b, content=out.content, keywords=tuple(out.keywords))
+        return self._merged_entry(a, b, out.content, tuple(out.keywords))
+
+    def _merged_entry(self, a: Entry, b: Entry, content: str, keywords: tuple[str, ...]) -> Entry:
+        """The entry replacing ``a`` and ``b``, under an id no entry of the store has or had (merged_entry_id)."""
+        entry_id = merged_entry_id(a.id, b.id, taken=self.store.journal.id_in_use)
+        return build_merged_entry(a, b, content=content, keywords=keywords, entry_id=entry_id)
 
     def _vectors(self) -> tuple[list[str], Any, Any]:
         """Ids and the embeddings of this encoder, as stored: int8 codes and their scales (38 MB at

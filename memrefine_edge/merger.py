@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -287,12 +288,27 @@ class GuardedMerger(Merger):
 # --- the merged entry -------------------------------------------------------------
 
 
-def merged_entry_id(a_id: str, b_id: str) -> str:
-    """Deterministic id of the entry that replaces ``a_id`` and ``b_id``."""
-    return "m-" + hashlib.sha256("\x00".join(sorted((a_id, b_id))).encode("utf-8")).hexdigest()[:16]
+def merged_entry_id(a_id: str, b_id: str, *, taken: Callable[[str], bool] | None = None) -> str:
+    """Deterministic id of the entry that replaces ``a_id`` and ``b_id``: ``m-`` and 16 hex digits.
+
+    The first candidate is a hash of the two sorted ids; while ``taken``
+    says a candidate is in use (a compressor passes
+    :meth:`RunJournal.id_in_use <memrefine_edge.store.journal.RunJournal.id_in_use>`:
+    live, or named by the audit log), the next one is the hash of the ids
+    and a counter. So ids users reuse, or an ``m-`` id someone wrote
+    beforehand, never collide, and the same store state gives the same id.
+    """
+    key = "\x00".join(sorted((a_id, b_id)))
+    n = 0
+    while True:
+        candidate = "m-" + hashlib.sha256((key if n == 0 else f"{key}\x00{n}").encode("utf-8")).hexdigest()[:16]
+        if taken is None or not taken(candidate):
+            return candidate
+        n += 1  # ends: only finitely many ids are in use
 
 
-def build_merged_entry(a: Entry, b: Entry, *, content: str, keywords: tuple[str, ...]) -> Entry:
+def build_merged_entry(a: Entry, b: Entry, *, content: str, keywords: tuple[str, ...],
+                       entry_id: str | None = None) -> Entry:
     """The merged entry's fields, per the paper's store update rule.
 
     Links: union of both entries' links, duplicates and self-loops (and the
@@ -300,9 +316,10 @@ def build_merged_entry(a: Entry, b: Entry, *, content: str, keywords: tuple[str,
     earlier-inserted entry's first, duplicates dropped; ``timestamp`` (the
     first) is therefore the older entry's. Provenance: union. Metadata: the
     earlier entry's, filled in with keys only the later one has, plus
-    ``merged_from``.
+    ``merged_from``. ``entry_id``: the id to give it (default: the first
+    candidate of :func:`merged_entry_id`).
     """
-    new_id = merged_entry_id(a.id, b.id)
+    new_id = entry_id if entry_id is not None else merged_entry_id(a.id, b.id)
     links = tuple(dict.fromkeys(link for link in (*a.links, *b.links) if link not in (a.id, b.id, new_id)))
     metadata = {**dict(b.metadata), **dict(a.metadata), "merged_from": [a.id, b.id]}
     return Entry(

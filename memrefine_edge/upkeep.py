@@ -33,12 +33,16 @@ class Upkeep:
     standing budget (or one in another metric) no pass runs. Install it with
     :meth:`install`; every pass is an ordinary audited, undoable run.
 
-    An add never fails because of upkeep's own circumstances: while another
-    process compresses the store, or while an interrupted run with other
-    arguments waits on it (a crashed ``memrefine compress``), the pass is
-    skipped. In the second case :attr:`blocked_by` names that run and a
+    An add never fails because of upkeep: the entry is committed before the
+    pass starts, and an add that raised would say it was not stored. While
+    another process compresses the store, or while an interrupted run with
+    other arguments waits on it (a crashed ``memrefine compress``), the pass
+    is skipped. In the second case :attr:`blocked_by` names that run and a
     ``RuntimeWarning`` is issued once per run: finish it or undo it, and the
-    next add above the watermark compresses again.
+    next add above the watermark compresses again. Any other error of a pass
+    (a model that fails, a budget recorded unreadably, a full disk) is kept
+    in :attr:`error` and issued as a ``RuntimeWarning`` once per distinct
+    error; the next add above the watermark tries again.
     """
 
     def __init__(self, compressor: Compressor, *, high_bytes: int | None = None, low_bytes: int | None = None,
@@ -56,6 +60,8 @@ class Upkeep:
         self.reports: list[CompressionReport] = []
         #: The interrupted run that made the last pass skip, or None.
         self.blocked_by: str | None = None
+        #: The error that made the last pass fail, or None (the add itself succeeded).
+        self.error: Exception | None = None
         self._running = False
 
     def install(self) -> "Upkeep":
@@ -80,11 +86,11 @@ class Upkeep:
         # A merge inside the pass adds an entry too: never start a pass from within one.
         if self._running:
             return None
-        marks = self.watermarks(store)
-        if marks is None or store.running_size(self.compressor.metric) <= marks[0]:
-            return None
         self._running = True
         try:
+            marks = self.watermarks(store)
+            if marks is None or store.running_size(self.compressor.metric) <= marks[0]:
+                return None
             report = self.compressor.run(budget_bytes=marks[1])
         except RunLockedError:
             # Another process is compressing this store: the add is committed and
@@ -96,8 +102,15 @@ class Upkeep:
                 warnings.warn(f"memory upkeep skipped: {exc}", RuntimeWarning, stacklevel=2)
             self.blocked_by = exc.run_id
             return None
+        except Exception as exc:  # the add is committed: raising would say it was not stored
+            if self.error is None or (type(exc), str(exc)) != (type(self.error), str(self.error)):
+                warnings.warn(f"memory upkeep failed (the entry was stored; the next add tries again): "
+                              f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+            self.error = exc
+            return None
         finally:
             self._running = False
         self.blocked_by = None
+        self.error = None
         self.reports.append(report)
         return report

@@ -287,6 +287,11 @@ class RunJournal:
                                for src, dst, ord_ in json.loads(links or "[]")]))
         return out
 
+    def id_in_use(self, entry_id: str) -> bool:
+        """Whether ``entry_id`` is live or named by the audit log (an entry some run judged, removed or
+        created, which undo may bring back): an id a new merged entry must not take."""
+        return entry_id in self._store or self._store.string_num(entry_id) is not None
+
     def preserved_pairs(self) -> list[tuple[str, str]]:
         """Pairs judged preserve (either order is the same pair)."""
         return [(r[0], r[1]) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved ORDER BY a_id, b_id")]
