@@ -73,7 +73,7 @@ INSTALL_LLM = f"pip install 'memrefine-edge[{LLM_EXTRA}]'"
 def _missing_llm(detail: str = "") -> MissingExtraError:
     return MissingExtraError(
         "a GGUF model (a GGUF judge, merger or answer model) needs llama-cpp-python, which is not installed: "
-        f"{INSTALL_LLM} (the default judge and merger load no GGUF; `memrefine eval --no-qa` needs none)"
+        f"{INSTALL_LLM} (the default judge and merger load no GGUF; `memrefine eval locomo --no-qa` needs none)"
         + (f" [{detail}]" if detail else ""),
         extra=LLM_EXTRA,
     )
