@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
-from .budget import get_budget
+from .budget import check_budget_bytes, get_budget
 from .errors import BudgetError, RunInterruptedError, RunLockedError
 from .report import CompressionReport
 
@@ -49,6 +49,9 @@ class Upkeep:
                  headroom: float = 0.1) -> None:
         if (high_bytes is None) != (low_bytes is None):
             raise BudgetError("give both high_bytes and low_bytes, or neither (the store's standing budget)")
+        if high_bytes is not None:
+            check_budget_bytes(high_bytes)
+            check_budget_bytes(low_bytes)
         if high_bytes is not None and not 0 < low_bytes <= high_bytes:  # type: ignore[operator]
             raise BudgetError(f"need 0 < low_bytes <= high_bytes, got low {low_bytes!r}, high {high_bytes!r}")
         if not 0 <= headroom < 1:

@@ -23,7 +23,7 @@ def budget() -> None:
 @db_option
 @json_option
 def set_cmd(spec: str, metric: str, db_path: Path | None, as_json: bool) -> None:
-    """Set the budget to SPEC: a size (80KB, 1.5MiB, 80000) or a ratio of the size now (0.5)."""
+    """Set the budget to SPEC: a size (80KB, 1.5MiB, 80000) or a ratio of the size now (0.5 or 50%)."""
     from ..budget import parse_budget, set_budget
     from ..compressor import resolve_target
     from ..errors import BudgetError

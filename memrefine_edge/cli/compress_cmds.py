@@ -9,6 +9,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +181,8 @@ def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[i
                               "with `memrefine budget set --metric`")
         return standing.bytes, standing.metric
     metric = metric or "json"
-    spec = f"{budget:g}" if budget is not None else str(budget_bytes)
-    if standing is not None and standing.spec == spec and standing.metric == metric:
+    spec = f"{Decimal(repr(budget)):f}" if budget is not None else str(budget_bytes)
+    if standing is not None and standing.metric == metric and _same_budget(standing.spec, budget, budget_bytes):
         return standing.bytes, metric
     target = resolve_target(store, metric=metric, budget=budget, budget_bytes=budget_bytes, dim=encoder.dim)
     if standing is not None:
@@ -191,9 +192,21 @@ def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[i
     return target, metric
 
 
+def _same_budget(spec: str, budget: float | None, budget_bytes: int | None) -> bool:
+    """Whether the recorded budget text ``spec`` says the same as the budget given (``0.5`` is ``50%``)."""
+    from ..budget import parse_budget
+
+    try:
+        return parse_budget(spec) == (budget, budget_bytes)
+    except BudgetError:  # recorded under older, looser rules: not the same
+        return False
+
+
 _compress_options = [
-    click.option("--budget", type=float, default=None, help="Budget as a ratio of the current size, e.g. 0.5."),
-    click.option("--budget-bytes", type=int, default=None, help="Budget in bytes."),
+    click.option("--budget", default=None, metavar="RATIO",
+                 help="Budget as a ratio of the current size: more than 0 and at most 1 (0.5), or a percentage (50%)."),
+    click.option("--budget-bytes", default=None, metavar="SIZE",
+                 help="Budget as a size: a whole number of bytes (80000) or with a unit (80KB, 1.5MiB)."),
     click.option("--metric", type=click.Choice(["json", "disk"]), default=None,
                  help="Size metric the budget is measured in [default: the standing budget's, else json]."),
     click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
@@ -257,6 +270,10 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
         raise StoreNotFoundError(f"no memory store at {db} (create one with `memrefine import`)")
     if budget is not None and budget_bytes is not None:
         raise click.UsageError("give --budget RATIO or --budget-bytes N, not both")
+    from ..budget import parse_ratio, parse_size
+
+    budget = parse_ratio(budget) if budget is not None else None
+    budget_bytes = parse_size(budget_bytes) if budget_bytes is not None else None
     kwargs = dict(budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, method=method,
                   judge_model=judge_model, merge_model=merge_model, encoder_model=encoder_model, threads=threads,
                   resume=resume, max_decisions=max_decisions, tau=tau, protect=protect,
@@ -272,16 +289,19 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
 
 
 @cli.command()
-@click.option("--budget", type=float, default=0.75, show_default=True, help="Budget ratio for the sample.")
+@click.option("--budget", default="0.75", show_default=True, metavar="RATIO",
+              help="Budget ratio for the sample (0.75 or 75%).")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the demo store [default: a temporary file].")
 @click.option("--threads", type=click.IntRange(1, 64), default=None, help="CPU threads for the models.")
 @json_option
 def demo(budget, db_path, threads, as_json) -> None:
     """Import the bundled sample memory store and compress it with the default models."""
+    from ..budget import parse_ratio
     from ..importers import import_file, sample_path
     from ..store import MemoryStore
 
+    budget = parse_ratio(budget)
     with tempfile.TemporaryDirectory(prefix="memrefine-demo-") as tmp:
         db = db_path or Path(tmp) / "demo.db"
         if db.exists():
