@@ -4,15 +4,15 @@ The pair queue's build frees tens of MB of numpy temporaries (score tiles,
 decoded row blocks), but glibc's malloc raises its mmap threshold after the
 first large free, so later temporaries of that size come from the heap and,
 once freed, stay resident: the process's RSS keeps the build's peak for the
-rest of a run (about 70 MB at 100k entries) although nothing holds it.
+rest of a run although nothing holds it.
 ``malloc_trim`` returns those free pages.
 
 Trimming every few thousand decisions is not enough: refills, merged entries'
 embeddings and the judge free multi-MB blocks all along, and between two trims
-the heap fragments (at 100k entries the loop's RSS climbed from 208 to 345 MB,
-most of it free heap). :func:`pin_mmap_threshold` stops the cause: it fixes
-glibc's threshold at 1 MiB, so every block that large gets pages of its own,
-returned when it is freed (the 100k bench's peak: 357 -> 295 MB).
+the heap fragments (on a long run the loop's RSS climbs, most of it free
+heap). :func:`pin_mmap_threshold` stops the cause: it fixes glibc's threshold
+at 1 MiB, so every block that large gets pages of its own, returned when it
+is freed (the docs' benchmarks page has the figures).
 """
 
 from __future__ import annotations

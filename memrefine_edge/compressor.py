@@ -451,7 +451,7 @@ class Compressor:
                 tally.count(action, source)
                 if tally.done % TRIM_EVERY == 0:
                     # Merged entries' embeddings, refills and the judge free memory all along, and glibc
-                    # keeps it resident: at 100k entries the loop's RSS climbed 130 MB, most of it free.
+                    # keeps it resident: over a long run the loop's RSS climbs, most of it free heap.
                     release_free_memory()
         return tally.step, tally.done, stop
 

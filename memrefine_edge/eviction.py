@@ -27,9 +27,8 @@ entries, so a run resumed mid-eviction takes the same order. Cost: one
 more neighbour-list build (as the candidate queue's: half an n x n
 product) and a rescan of one row when all k neighbours on its list are
 gone, and a count of the live entries' content words (one extraction
-per entry, 0.1-0.2 ms, and one of its specific words when it first
-comes near the top: on a 20,000-entry synthetic store a strict run that
-evicted 8,881 entries took 18.8 s instead of 13.2 s without the count).
+per entry, and one of its specific words when it first comes near the
+top; what it costs is in the docs' benchmarks page).
 ``EVICT_SIZE_WEIGHT`` and ``EVICT_UNIQUE_WEIGHT`` were chosen on four
 LoCoMo dev conversations and checked on the other three
 (``bench/results/eval/strict_*``, ``bench/results/eviction_weights.json``).

@@ -216,9 +216,9 @@ def strip_speaker(text: str) -> tuple[str | None, str]:
 
 
 #: How many texts the per-text caches (here and in the scorer) keep. The judge sees each entry of a
-#: large store in several pairs, far apart in the run: replaying a 100k-entry run's pairs, 8,192
-#: texts instead of 4,096 took 8 s off ~45 s of judging for about 20 MB more (4 KB per text);
-#: 16,384 saved 17 s for 70 MB, more than a device's memory budget allows.
+#: large store in several pairs, far apart in the run: a larger cache saves judging time on a
+#: 100k-entry run and costs about 4 KB per text; this size is where the saving stops being worth a
+#: device's memory (the measurements are in the docs' benchmarks page).
 TEXT_CACHE = 8192
 
 

@@ -20,19 +20,17 @@ Pipeline (:class:`GuardedJudge`), for a pair ``(a, b)`` proposed by similarity:
    negation: ``min_word_cover=0``), so a paraphrase the scorer recognises can
    be deleted although its wording differs.
 
-Measured on the labelled pairs (``bench/judge_labels/``, test conversations
-that nothing was fitted on; ``bench/results/judge_configs.md``): the scorer
-has ideal-action accuracy 0.716 at 0.6% fact-losing decisions, in
-about 0.3 ms a pair; the word-coverage :class:`FactJudge` 0.444 (it merges most
-distinct facts); the bundled SmolLM2-135M answers "delete a" for every pair,
-so behind the guard it decides like :class:`FactJudge`, at 1-2 s per pair.
-No GGUF model measured here adds accuracy, so the default loads none.
+On the labelled pairs (``bench/judge_labels/``, test conversations that
+nothing was fitted on) the scorer is the most accurate judge and the cheapest;
+the word-coverage :class:`FactJudge` merges most distinct facts, and no GGUF
+model measured adds accuracy, so the default loads none (the figures:
+``bench/results/judge_configs.md`` and the docs' judge page).
 
 :class:`LlamaJudge` runs any GGUF with llama.cpp. Its default mode scores the
 three actions from the next-token log-probabilities of one forward pass
 (prompt, then ``{"action": "``) instead of generating JSON, and reads the
 delete target the same way (``a`` vs ``b``); the fixed instructions come
-first so llama.cpp reuses their evaluation (about 5x faster per pair). The
+first so llama.cpp reuses their evaluation (several times faster per pair). The
 merge instruction is built deterministically from the facts that differ
 (:func:`merge_instruction_for`). ``mode="generate"`` writes the full JSON
 decision (``constrained=True`` forces the schema with a grammar) -- for users

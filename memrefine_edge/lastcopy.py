@@ -25,9 +25,8 @@ compressor's deferred phase asks
 the order they were deferred, and takes each delete the judge still makes
 (``source="guard"``) until the budget holds; only then does strict mode evict.
 
-Measured on the 7 dev conversations as turns at 50% (``bench/store_words.py``,
-encoder build version 2): answer presence 0.662 without the check, 0.684
-merging, 0.671 deferring (base 0.706); the budget is met on 6, 5 and 6 of 7.
+What the check keeps, and what deferring costs, is measured by
+``bench/store_words.py`` (the figures are in the docs' benchmarks page).
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ def common_words() -> frozenset[str]:
 
 
 # Small caches: a key set is asked for again within a few decisions (the pair, then its removal),
-# and on a 100k-entry store 4,096 cached sets and their texts held ~10 MB at the run's peak.
+# and on a 100k-entry store a larger cache raised the run's peak memory.
 @lru_cache(maxsize=256)
 def content_keys(text: str) -> frozenset[str]:
     """Every content key of ``text`` as the fact checks see them: names, numbers, dates and words."""

@@ -212,8 +212,8 @@ class PairQueue(NeighbourScans):
         # Entries whose list ran dry and whose heap item is the list's bound: rescanned when it surfaces.
         self._dry = np.zeros(cap, dtype=bool)
         self._bound = np.zeros(cap, dtype=np.float64)  # a dry list's bound score
-        # Judged pairs, compactly (per-entry Python sets took ~30 MB for 97k preserves at 100k
-        # entries): one set of pair keys for membership, and per entry a chain of its judged
+        # Judged pairs, compactly (per-entry Python sets cost far more at 100k entries): one set
+        # of pair keys for membership, and per entry a chain of its judged
         # partners in int32 arrays (head, then next/partner per half-edge), walked only by row
         # scans. Pairs with a removed end are dropped when the matrix is compacted.
         self._jkeys: set[int] = set()
@@ -230,7 +230,7 @@ class PairQueue(NeighbourScans):
             if ia is not None and ib is not None and ia != ib:
                 self._mark(ia, ib)
         # Heap items are (-score, code), code = (lo << 33) | (hi << 1) | (owner is hi): the
-        # order of (-score, lo, hi, owner) in two objects instead of four (~12 MB less at 100k).
+        # order of (-score, lo, hi, owner) in two objects instead of four (less memory per item).
         self._heap: list[tuple[float, int]] = []
         if n:
             self._build()

@@ -139,7 +139,7 @@ def _decode(codes: np.ndarray, scales: np.ndarray, out: np.ndarray | None = None
 def _norms(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
     """float64 L2 norms of the (decoded) rows, in blocks (a row's norm does not depend on the block's size)."""
     out = np.empty(x.shape[0], dtype=np.float64)
-    for s in range(0, x.shape[0], 512):  # 512 rows: 4096 took 31 MB of float64 temporaries at d = 384
+    for s in range(0, x.shape[0], 512):  # 512 rows: larger blocks make large float64 temporaries
         blk = x[s : s + 512] if scales is None else _decode(x[s : s + 512], scales[s : s + 512])
         out[s : s + 512] = np.linalg.norm(blk.astype(np.float64), axis=1)
     return out
@@ -254,8 +254,7 @@ class NeighbourScans:
         sims = self._buf("sims", blk.size * n, np.float32)[: blk.size * n].reshape(blk.size, n)
         if self._scale is None and blk.size == 1:
             # BLAS sgemv on one thread per part: BLAS's own two threads wait on each other when
-            # the cores are shared (measured at 10k rows under load: 24 ms against 0.9), and one
-            # thread is still 2.5x numpy's einsum loop (100k rows, quiet: 2.2 against 5.7 ms).
+            # the cores are shared, and one thread is still faster than numpy's einsum loop.
             def dot(lo: int, hi: int) -> None:
                 np.dot(self._x[lo:hi], q[0], out=sims[0, lo:hi])
 
@@ -269,9 +268,9 @@ class NeighbourScans:
             # buffer, their products with the row, then each scaled. Not bit for bit the
             # decoded rows' products, but within the same screening margin: the float32 sum errs
             # by at most d·u32·|q||v| and the scaling and the decoding by u32 each, while the
-            # margin allows 2·(d + 2)·u32·|a||v|; final scores are exact on decoded rows. At 100k
-            # rows (quiet, this method): about 7 ms on one thread, 4 on two; onnxruntime's integer
-            # product (below) takes 10 for one row, as it repacks the whole matrix.
+            # margin allows 2·(d + 2)·u32·|a||v|; final scores are exact on decoded rows. For one
+            # row this is faster than onnxruntime's integer product (below), which repacks the
+            # whole matrix.
             def cast_dot(lo: int, hi: int) -> None:
                 flat = self._buf(("cast", threading.get_ident()), SCAN_ROWS * self._d, np.float32)
                 for s in range(lo, hi, SCAN_ROWS):
@@ -286,8 +285,8 @@ class NeighbourScans:
         else:
             # Several quantised rows: exact int32 products of the codes (onnxruntime's integer
             # kernels; |sum| <= d·127² < 2**24, so exact in float32 too), then both scales: within
-            # two float32 roundings of the decoded rows' product. 16 rows at 100k rows (quiet,
-            # this method): 9-10 ms on one thread, 6.5-7 on two, against 35 for the float32 cast and sgemm.
+            # two float32 roundings of the decoded rows' product, and faster for several rows
+            # than the float32 cast and sgemm.
             codes, qs = self._x[rows], self._scale[rows]
 
             def products(lo: int, hi: int) -> None:

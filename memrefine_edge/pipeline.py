@@ -96,7 +96,7 @@ class Backends:
         """The memrefine judge (default: fast path, the redundancy scorer, fact checks; see ``judge_model``)."""
         from .judge import default_judge
 
-        # The LLM defaults to one thread: with two, while another process was busy, it ran 4x slower.
+        # The LLM defaults to one thread: with two, while another process was busy, it ran slower.
         return default_judge(config.judge_model, merge_min_similarity=config.merge_min_similarity,
                              n_threads=config.threads or 1)
 
@@ -104,8 +104,8 @@ class Backends:
         """The merger: deterministic and fact-keeping, or ``merge_model`` behind the fact check."""
         from .merger import GuardedMerger, LlamaMerger
 
-        # Measured: the bundled 135M model writes invalid or fact-inventing merges
-        # (17 of 17, ~18 s each), so without a merge model the merge is the
+        # The bundled 135M model writes invalid or fact-inventing merges (bench/judge.py
+        # merge), so without a merge model the merge is the
         # deterministic one (both entries' fact sentences, filler dropped).
         if not config.merge_model:
             return GuardedMerger(None)

@@ -86,7 +86,7 @@ def load_tokenizer(path: str | os.PathLike[str], *, max_tokens: int = 256) -> "T
     """Load a BERT ``tokenizer.json`` set up as the encoder uses it.
 
     The shipped file pads every text to a fixed 128 tokens and truncates at
-    128: pad to the longest text of each batch instead (6-8x less work on
+    128: pad to the longest text of each batch instead (far less work on
     short texts) and truncate at ``max_tokens``, where sentence-transformers
     truncates this model. Fidelity references must tokenise through here too,
     so that only the model differs between what is compared.
@@ -174,7 +174,7 @@ class OnnxEncoder(Encoder):
             raise ValueError(f"threads must be >= 1, got {threads}")
         self._batch_size = batch_size
         # One text per run: parallel runs on one intra-op thread each scale
-        # better than one run on two threads (measured: 1134 vs 650 short texts/s).
+        # better than one run on two threads (bench/encoder.py).
         self.workers = self.threads if batch_size == 1 else 1
         self.max_tokens = max_tokens
         self.model_file: Path = default_encoder_path() if model_path is None else resolve("encoder", model_path)
@@ -191,7 +191,7 @@ class OnnxEncoder(Encoder):
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         # The arena keeps the high-water mark of every shape it has seen: one
-        # batch of long texts grew a session to ~690 MiB vs ~215 MiB without.
+        # batch of long texts grew a session to several times its size without it.
         opts.enable_cpu_mem_arena = False
         opts.log_severity_level = 1 if verbose else 3
         try:

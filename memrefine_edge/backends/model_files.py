@@ -156,7 +156,7 @@ def _status(spec: ModelSpec, path: Path, *, full: bool) -> str:
     if st.st_size != spec.size:
         return "size-mismatch"
     stamp = _stamp(path)
-    # A full hash of a 100 MB file costs ~0.3 s; remember a verified
+    # A full hash of a large model file is slow at every load; remember a verified
     # (size, mtime, sha) so loads stay fast while `models check` re-hashes.
     token = f"{st.st_size}:{st.st_mtime_ns}:{spec.sha256}"
     if not full and stamp.is_file() and stamp.read_text().strip() == token:
@@ -258,8 +258,9 @@ def default_encoder_path() -> Path:
     """The encoder ``OnnxEncoder()`` loads: the built int8 model if built here, else the packaged one.
 
     The built model (``scripts/build_encoder.py --install``, which
-    ``scripts/bootstrap.sh`` runs) has real int8 MatMuls: about 2x the
-    packaged model's speed, half its memory, at mean cosine 0.997 to fp32.
+    ``scripts/bootstrap.sh`` runs) has real int8 MatMuls: faster than the
+    packaged model and smaller in memory, at a fidelity to fp32 the build
+    checks (the docs' benchmarks page has the figures).
     The packaged model needs no build. Each embedding is stored with its
     model's id, so vectors of the two are never compared.
 

@@ -314,8 +314,8 @@ class RunJournal:
         """Preserved pairs whose two entries are both live, streamed ``chunk`` rows per query.
 
         What a pair queue needs on resume: after a long run most preserved pairs name a
-        removed entry, and a list of all of them as string tuples took ~20 MB at 97k pairs,
-        held during the queue build. Each chunk is its own short query, so a write between
+        removed entry, and a list of all of them as string tuples, held during the queue
+        build, grows with the run. Each chunk is its own short query, so a write between
         two chunks is safe; pairs that one removes stop showing up, and the queue ignores
         any pair that names an entry it was not given.
         """

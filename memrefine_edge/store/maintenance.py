@@ -47,9 +47,9 @@ class MaintenanceMixin:
         1,000 pages (SQLite's default) SQLite copies the log back into the file
         and syncs it, and the same hot pages (totals, the run's cursor, the
         audit log's last page) are copied again each time. Inside the block the
-        log may grow to about :data:`LONG_WRITE_WAL_BYTES` first: on a 20k-entry
-        store that took the compression's journal writes from about 4.9 to 2.8 s
-        over 6,000 decisions. Each decision still commits on its own. At the end
+        log may grow to about :data:`LONG_WRITE_WAL_BYTES` first, so the hot pages
+        are copied back less often (the docs' benchmarks page has the figures).
+        Each decision still commits on its own. At the end
         the setting is restored and the log copied back without waiting for
         readers (a PASSIVE checkpoint); the log file is truncated to
         :data:`WAL_FILE_LIMIT_BYTES` when SQLite next restarts it.
