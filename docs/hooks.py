@@ -1,4 +1,4 @@
-"""MkDocs hook: the API reference page is generated from the package's public names.
+"""MkDocs hooks: the API reference page is generated from the package's public names.
 
 ``<!-- api:top-level -->`` in a page becomes one mkdocstrings block per name in
 ``memrefine_edge.__all__``, at the module where the object is defined (so the page
@@ -12,6 +12,8 @@ import importlib
 import re
 
 _MODULE = re.compile(r"<!-- api:module ([\w.]+) -->")
+# The docstrings cross-reference in reST roles (:class:`Name`), which mkdocstrings leaves as text.
+_ROLE = re.compile(r":(?:class|meth|func|mod|data|attr|exc|obj):(?=<code>)")
 
 
 def _top_level() -> str:
@@ -39,3 +41,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
         return markdown
     markdown = markdown.replace("<!-- api:top-level -->", _top_level())
     return _MODULE.sub(_module, markdown)
+
+
+def on_page_content(html: str, page, config, files) -> str:  # noqa: ARG001 - MkDocs' signature
+    return _ROLE.sub("", html) if page.file.src_uri.startswith("reference/") else html
