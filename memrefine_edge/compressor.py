@@ -239,6 +239,7 @@ class Compressor:
         budget_bytes: int | None = None,
         resume: bool = False,
         max_decisions: int | None = None,
+        on_accept: Callable[[], None] | None = None,
     ) -> CompressionReport:
         """Compress to the budget; continue an interrupted run if there is one.
 
@@ -252,6 +253,13 @@ class Compressor:
         this run's target (``added_during_run`` in the report). ``resume=True``
         continues it whatever budget was given now. ``max_decisions`` stops
         early (the run stays resumable).
+
+        ``on_accept`` is called once the run is accepted (every model loaded,
+        the budget valid, no other run in its way) and before it changes the
+        memory: inside the transaction that records a new run, so what it
+        writes commits with the run's start or not at all; or when the store
+        is found within the budget. A refused or failed command never calls it
+        (the CLI records a new standing budget this way).
         """
         with RunLock(self.store.path):
             # Every model loads before anything is recorded: a broken model file
@@ -260,7 +268,8 @@ class Compressor:
             load_merger = getattr(self.merger, "load", None)  # a duck-typed merger may have none
             if load_merger is not None:
                 load_merger()
-            return self._run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
+            return self._run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions,
+                             on_accept=on_accept)
 
     def _plan(self, *, budget, budget_bytes, resume) -> _Plan:
         """The run to do: the interrupted one (with its recorded settings), or a new one (not yet recorded)."""
@@ -295,7 +304,7 @@ class Compressor:
         return _Plan(unfinished.run_id, int(params["target_bytes"]), unfinished.cursor, params["before"],
                      params["metric"], params["mode"], params.get("min_similarity"), args)
 
-    def _run(self, *, budget, budget_bytes, resume, max_decisions) -> CompressionReport:
+    def _run(self, *, budget, budget_bytes, resume, max_decisions, on_accept=None) -> CompressionReport:
         store, journal = self.store, self.store.journal
         clock: dict[str, float] = defaultdict(float)  # seconds per stage
         plan = self._plan(budget=budget, budget_bytes=budget_bytes, resume=resume)
@@ -307,11 +316,18 @@ class Compressor:
         if plan.run_id is None:  # measured with every embedding in place, as the disk target was
             plan.before = self._sizes()
             if store.size(plan.metric) <= plan.target:
+                if on_accept is not None:
+                    on_accept()
                 return self._report(None, plan, "already within budget", Counter(), Counter(), 0, clock)
-            plan.run_id = journal.start_run(
-                self.method.name, {**plan.args, "target_bytes": plan.target, "before": plan.before, "k": self.k,
-                                   "encoder": self.encoder.model_id, "start_seq": store.max_seq()},
-            )
+            with store.atomic():  # the run's start and what on_accept writes: both or neither
+                if on_accept is not None:
+                    on_accept()
+                plan.run_id = journal.start_run(
+                    self.method.name, {**plan.args, "target_bytes": plan.target, "before": plan.before, "k": self.k,
+                                       "encoder": self.encoder.model_id, "start_seq": store.max_seq()},
+                )
+        elif on_accept is not None:
+            on_accept()
         run_id = plan.run_id
         params = journal.run(run_id).params
         created = {c for d in journal.decisions(run_id) for c in d.created_ids}

@@ -148,27 +148,47 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
         # An interrupted run started with exactly this budget (by the library, say) continues as it was.
         as_started = unfinished is not None and (budget, budget_bytes) != (None, None) and (
             unfinished.params.get("budget"), unfinished.params.get("budget_bytes")) == (budget, budget_bytes)
+        change = None
         if not resume and not as_started:
-            budget_bytes, metric = _standing_target(store, budget=budget, budget_bytes=budget_bytes, metric=metric,
-                                                    encoder=encoder)
+            budget_bytes, metric, change = _standing_target(store, budget=budget, budget_bytes=budget_bytes,
+                                                            metric=metric, encoder=encoder)
             budget = None
         comp = Compressor(store, encoder=encoder, method=method_obj, merger=merger, metric=metric or "json",
                           mode=mode, min_similarity=min_similarity,
                           progress=None if quiet else _progress_printer(metric or "json"),
                           embed_progress=None if quiet else _embed_printer())
-        report = comp.run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions)
+        # A new standing budget is recorded only once the run is accepted, with the run's start: a
+        # command refused or failed before it (a broken model file, an interrupted run with another
+        # budget) leaves the standing budget as it was.
+        report = comp.run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions,
+                          on_accept=change.record if change is not None else None)
+    if change is not None and change.message:
+        log(change.message)
     return report.as_dict()
 
 
-def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[int, str]:
+class _BudgetChange:
+    """A standing budget to record when the run is accepted (:meth:`record`), and what to say then."""
+
+    def __init__(self, store, *, target: int, metric: str, spec: str, message: str | None) -> None:
+        self.store, self.target, self.metric, self.spec, self.message = store, target, metric, spec, message
+
+    def record(self) -> None:
+        from ..budget import set_budget
+
+        set_budget(self.store, target_bytes=self.target, metric=self.metric, spec=self.spec)
+
+
+def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[int, str, _BudgetChange | None]:
     """The byte target of a compress command, through the store's standing budget.
 
     No budget given: the standing one (an error if there is none). A budget
-    given: the same one as recorded (same text, same metric) reuses the
+    given: the same one as recorded (same value, same metric) reuses the
     recorded bytes, so repeating a command does not compress further; another
-    one is validated against the store as it is now and recorded.
+    one is validated against the store as it is now, and returned as the
+    change to record once the run is accepted (nothing is written here).
     """
-    from ..budget import get_budget, set_budget
+    from ..budget import get_budget
     from ..compressor import resolve_target
 
     standing = get_budget(store)
@@ -179,17 +199,15 @@ def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[i
         if metric is not None and metric != standing.metric:
             raise BudgetError(f"the store's budget is in the {standing.metric} metric, not {metric}; set another "
                               "with `memrefine budget set --metric`")
-        return standing.bytes, standing.metric
+        return standing.bytes, standing.metric, None
     metric = metric or "json"
     spec = f"{Decimal(repr(budget)):f}" if budget is not None else str(budget_bytes)
     if standing is not None and standing.metric == metric and _same_budget(standing.spec, budget, budget_bytes):
-        return standing.bytes, metric
+        return standing.bytes, metric, None
     target = resolve_target(store, metric=metric, budget=budget, budget_bytes=budget_bytes, dim=encoder.dim)
-    if standing is not None:
-        log(f"budget changed: {standing.spec} ({standing.bytes:,} B {standing.metric}) -> {spec} "
-            f"({target:,} B {metric})")
-    set_budget(store, target_bytes=target, metric=metric, spec=spec)
-    return target, metric
+    message = (f"budget changed: {standing.spec} ({standing.bytes:,} B {standing.metric}) -> {spec} "
+               f"({target:,} B {metric})") if standing is not None else None
+    return target, metric, _BudgetChange(store, target=target, metric=metric, spec=spec, message=message)
 
 
 def _same_budget(spec: str, budget: float | None, budget_bytes: int | None) -> bool:
