@@ -23,7 +23,13 @@ def budget() -> None:
 @db_option
 @json_option
 def set_cmd(spec: str, metric: str, db_path: Path | None, as_json: bool) -> None:
-    """Set the budget to SPEC: a size (80KB, 1.5MiB, 80000) or a ratio of the size now (0.5 or 50%)."""
+    """Set the budget to SPEC: a size (80KB, 1.5MiB, 80000) or a ratio of the size now (0.5 or 50%).
+
+    A compression run that has not finished (running now, or interrupted)
+    keeps the target it started with; the budget applies from the next run.
+    A ratio given then is of the store's size at that moment, part way
+    through the run: the output says so, with both sizes.
+    """
     from ..budget import parse_budget, set_budget
     from ..compressor import resolve_target
     from ..errors import BudgetError
@@ -36,9 +42,33 @@ def set_cmd(spec: str, metric: str, db_path: Path | None, as_json: bool) -> None
         target = resolve_target(store, metric=metric, budget=ratio, budget_bytes=size)
         current = store.size(metric)
         standing = set_budget(store, target_bytes=target, metric=metric, spec=spec)
-    data = {"db": str(resolve_db(db_path)), **standing.__dict__, "current_bytes": current}
-    emit(data, as_json, f"budget of {resolve_db(db_path)}: {target:,} B ({metric}); the store holds {current:,} B"
-         + (" -- run `memrefine compress` to reach it" if current > target else ""))
+        unfinished = store.journal.unfinished_run()
+    db = resolve_db(db_path)
+    data = {"db": str(db), **standing.__dict__, "current_bytes": current}
+    human = (f"budget of {db}: {target:,} B ({metric}); the store holds {current:,} B"
+             + (" -- run `memrefine compress` to reach it" if current > target and unfinished is None else ""))
+    if unfinished is not None:
+        data["unfinished_run"] = _run_note(unfinished.run_id, unfinished.params, metric)
+        human += "\n" + _run_sentence(data["unfinished_run"], ratio=spec if ratio is not None else None,
+                                       current=current, metric=metric)
+    emit(data, as_json, human)
+
+
+def _run_note(run_id: str, params: dict, metric: str) -> dict:
+    """What ``budget set`` reports of the run that has not finished: its own target and its size at its start."""
+    before = params.get("before") or {}
+    return {"run_id": run_id, "target_bytes": params.get("target_bytes"), "metric": params.get("metric"),
+            "size_at_start": before.get(f"{metric}_bytes")}
+
+
+def _run_sentence(run: dict, *, ratio: str | None, current: int, metric: str) -> str:
+    text = (f"note: run {run['run_id']} has not finished (it is running, or was interrupted): it keeps its own "
+            f"target of {run['target_bytes']:,} B ({run['metric']}); this budget applies from the next run")
+    if ratio is not None:
+        start = run["size_at_start"]
+        text += (f". The ratio {ratio} is of the store's size now, part way through that run ({current:,} B "
+                 f"{metric})" + (f", not of its size when the run started ({start:,} B)" if start else ""))
+    return text + "."
 
 
 @budget.command("show")

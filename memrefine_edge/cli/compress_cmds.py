@@ -168,14 +168,25 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
 
 
 class _BudgetChange:
-    """A standing budget to record when the run is accepted (:meth:`record`), and what to say then."""
+    """A standing budget to record when the run is accepted (:meth:`record`), and what to say then.
 
-    def __init__(self, store, *, target: int, metric: str, spec: str, message: str | None) -> None:
-        self.store, self.target, self.metric, self.spec, self.message = store, target, metric, spec, message
+    ``seen`` is the standing budget when the target was worked out: if another
+    command (`memrefine budget set`) changed it meanwhile, that one stays,
+    and the run goes on to its own target.
+    """
+
+    def __init__(self, store, *, target: int, metric: str, spec: str, seen, message: str | None) -> None:
+        self.store, self.target, self.metric, self.spec, self.seen = store, target, metric, spec, seen
+        self.message = message
 
     def record(self) -> None:
-        from ..budget import set_budget
+        from ..budget import get_budget, set_budget
 
+        now = get_budget(self.store)
+        if now != self.seen:
+            self.message = (f"budget kept: it was set to {now.spec if now else 'none'} while this run started; "
+                            f"the run compresses to its own target ({self.target:,} B {self.metric})")
+            return
         set_budget(self.store, target_bytes=self.target, metric=self.metric, spec=self.spec)
 
 
@@ -207,7 +218,8 @@ def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[i
     target = resolve_target(store, metric=metric, budget=budget, budget_bytes=budget_bytes, dim=encoder.dim)
     message = (f"budget changed: {standing.spec} ({standing.bytes:,} B {standing.metric}) -> {spec} "
                f"({target:,} B {metric})") if standing is not None else None
-    return target, metric, _BudgetChange(store, target=target, metric=metric, spec=spec, message=message)
+    return target, metric, _BudgetChange(store, target=target, metric=metric, spec=spec, seen=standing,
+                                         message=message)
 
 
 def _same_budget(spec: str, budget: float | None, budget_bytes: int | None) -> bool:
