@@ -53,13 +53,20 @@ import re
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import lru_cache
 from importlib import resources
 
 from .smalltalk import is_small_talk
 
 __all__ = [
+    "ClauseToken",
     "Facts",
+    "Kind",
+    "clause_tokens",
+    "is_stopword",
+    "read_clause",
+    "word_tokens",
     "coverage_keys",
     "extract",
     "is_filler",
@@ -69,8 +76,6 @@ __all__ = [
     "covers",
     "is_plain_word",
     "fact_overlap",
-    "describe",
-    "surface_forms",
     "stem",
     "fact_sentences",
     "sentence_scans",
@@ -284,9 +289,15 @@ def _is_filler_word(bare: str) -> bool:
     return bare in _FILLER or bare in _STOP or stem(bare) in _FILLER_STEMS
 
 
-# What one token is, as far as the token alone tells (its context -- the word
-# before it, whether it starts a sentence -- is applied in _scan). Kinds:
-_NUM, _DATE, _NEG, _NAME, _SKIP, _WORD = range(6)
+class Kind(IntEnum):
+    """What a token is to the fact checks (``SKIP``: a stopword, filler or short word)."""
+
+    NUM, DATE, NEG, NAME, SKIP, WORD = range(6)
+
+
+# What one token is, as far as the token alone tells (its context -- the word before it, whether it
+# starts a sentence -- is applied in read_clause). Plain ints on the hot path.
+_NUM, _DATE, _NEG, _NAME, _SKIP, _WORD = (int(k) for k in Kind)
 
 
 @lru_cache(maxsize=16384)
@@ -323,22 +334,81 @@ def _token_class(tok: str) -> tuple[str, str | None, int, str, int, str]:
     return bare, period, *plain, _SKIP, ""
 
 
+#: One token of a clause as :func:`read_clause` gives it: ``(kind, value, bare, token)``.
+ClauseToken = tuple[int, str, str, str]
+
+
+def read_clause(toks: list[str], first: bool) -> tuple[list[ClauseToken], list[str], bool]:
+    """``(tokens, names, vocative)`` of one clause's tokens (``first``: the clause starts its sentence).
+
+    Each token in order as ``(kind, value, bare, token)``, its :class:`Kind` decided in context: a
+    period word after a relative modifier is a date (``last week``), a capitalised word starting a
+    sentence is a name only when it looks like one. ``names`` are the clause's names (bare, lower
+    case); ``vocative`` is True when they only address someone -- a name alone in its clause, or
+    next to greetings and thanks and nothing else (``"Thanks, Maria!"``, ``"Bye Joanna"``): no
+    fact. The one reading of a clause, for the scan behind :func:`extract` and for the bound facts
+    of :mod:`memrefine_edge.bindings`.
+    """
+    items: list[ClauseToken] = []
+    names: list[str] = []
+    other = False  # a non-filler, non-stopword token
+    prev = ""
+    for tok in toks:
+        bare, period, kind, value, fallback, fallback_value = _token_class(tok)
+        if period is not None and prev in _REL_MOD:
+            kind, value = _DATE, f"{prev} {period}"
+        elif kind == _NAME and first and not value:
+            kind, value = fallback, fallback_value
+        first = False
+        if kind == _NAME:
+            names.append(bare)
+        elif kind != _SKIP:
+            other = True
+        items.append((kind, value, bare, tok))
+        prev = bare
+    vocative = False
+    if names and not other:  # only then can it be a vocative: the rest of the clause is read only here
+        rest = [r for r in (t.lower().replace("'", "") for t in toks) if r not in names]
+        vocative = (not rest or any(r in _VOCATIVE_CUES for r in rest)) and all(_is_filler_word(r) for r in rest)
+    return items, names, vocative
+
+
+# Clauses as _CLAUSE splits them, but a number stays whole ("7.5", "3:30", "1,000"). Only the bound
+# facts read them so: the bags (and the scorer's features) keep the split they were fitted on.
+_CLAUSE_WHOLE_NUMBERS = re.compile(r"[!?;\n()\"\u2014\u2013]+|[.,:]+(?!\d)|(?<!\d)[.,:]+|\s-\s|<3")
+
+
+def clause_tokens(sentence: str) -> list[tuple[list[ClauseToken], bool]]:
+    """The clauses of one sentence (speaker prefix off) as :func:`read_clause` reads them:
+    ``(tokens, vocative)`` each, empty clauses left out; a number is one token (``7.5``, ``3:30``)."""
+    out: list[tuple[list[ClauseToken], bool]] = []
+    for clause in _CLAUSE_WHOLE_NUMBERS.split(_FILLER_PHRASES.sub(" ", sentence)):
+        toks = _TOKEN.findall(clause)
+        if toks:
+            items, _, vocative = read_clause(toks, not out)
+            out.append((items, vocative))
+    return out
+
+
+def word_tokens(text: str) -> list[str]:
+    """The extractor's tokens of ``text`` (words and numbers), in order."""
+    return _TOKEN.findall(text)
+
+
+def is_stopword(bare: str) -> bool:
+    """True for one of the extractor's stopwords (``bare``: lower case, apostrophes off)."""
+    return bare in _STOP
+
+
 _Scan = tuple[set[str], set[str], set[str], bool, set[str], bool]
 
 
 def _union(kept: list[tuple[set[str], set[str], set[str], bool, set[str]]]) -> _Scan:
-    names: set[str] = set()
-    numbers: set[str] = set()
-    dates: set[str] = set()
-    words: set[str] = set()
-    negated = False
-    for s_names, s_numbers, s_dates, s_negated, s_words in kept:
-        names |= s_names
-        numbers |= s_numbers
-        dates |= s_dates
-        words |= s_words
-        negated = negated or s_negated
-    return names, numbers, dates, negated, words, not kept
+    names: set[str] = set().union(*(k[0] for k in kept))
+    numbers: set[str] = set().union(*(k[1] for k in kept))
+    dates: set[str] = set().union(*(k[2] for k in kept))
+    words: set[str] = set().union(*(k[4] for k in kept))
+    return names, numbers, dates, any(k[3] for k in kept), words, not kept
 
 
 def _scan(body: str) -> tuple[_Scan, _Scan]:
@@ -361,17 +431,12 @@ def _scan(body: str) -> tuple[_Scan, _Scan]:
         s_filler = True
         for clause in _clauses(sentence):
             toks = _TOKEN.findall(clause)
-            c_names: list[str] = []
+            if not toks:
+                continue
+            items, c_names, vocative = read_clause(toks, first)
+            first = False
             c_other = False  # a non-filler, non-stopword token in this clause
-            prev = ""
-            for tok in toks:
-                bare, period, kind, value, fallback, fallback_value = _token_class(tok)
-                at_start = first
-                first = False
-                if period is not None and prev in _REL_MOD:
-                    kind, value = _DATE, f"{prev} {period}"
-                elif kind == _NAME and at_start and not value:
-                    kind, value = fallback, fallback_value
+            for kind, value, _bare, _tok in items:
                 if kind == _NUM:
                     s_numbers.add(value)
                     c_other = True
@@ -381,23 +446,12 @@ def _scan(body: str) -> tuple[_Scan, _Scan]:
                 elif kind == _NEG:
                     s_negated = True
                     c_other = True
-                elif kind == _NAME:
-                    c_names.append(bare)
                 elif kind == _WORD:
                     s_words.add(value)
                     c_other = True
-                prev = bare
-            if c_names:
-                # A name alone in its clause, or next to greetings/thanks and
-                # nothing else, is a vocative ("Thanks, Maria!", "Bye Joanna").
-                vocative = False
-                if not c_other:  # only then can it be a vocative: the rest of the clause is read only here
-                    rest = [r for r in (t.lower().replace("'", "") for t in toks) if r not in c_names]
-                    vocative = (not rest or any(r in _VOCATIVE_CUES for r in rest)) and all(
-                        _is_filler_word(r) for r in rest)
-                if not vocative:
-                    s_names.update(c_names)
-                    s_filler = False
+            if c_names and not vocative:
+                s_names.update(c_names)
+                s_filler = False
             if c_other:
                 s_filler = False
         if s_filler:
@@ -501,27 +555,6 @@ def fact_overlap(a: str | Facts, b: str | Facts) -> float:
     if not ka and not kb:
         return 1.0
     return len(ka & kb) / len(ka | kb)
-
-
-def surface_forms(text: str) -> dict[str, str]:
-    """Map each word's stem (and lower-cased form) to how it is written in ``text``."""
-    out: dict[str, str] = {}
-    for tok in dict.fromkeys(_TOKEN.findall(text)):  # first occurrences, in order: a long merged text repeats
-        low = tok.lower().replace("\u2019", "'")
-        out.setdefault(low.replace("'", ""), tok)
-        out.setdefault(stem(low), tok)
-    return out
-
-
-def describe(keys: list[str], text: str | None = None) -> str:
-    """A short human list of fact keys for merge instructions and reasons.
-
-    With ``text``, stems are shown as the words written there (``literatur`` -> ``literature``).
-    """
-    forms = surface_forms(text) if text else {}
-    shown = [("negation" if k == "<not>" else forms.get(k, k)) for k in keys[:12]]
-    more = f" and {len(keys) - 12} more" if len(keys) > 12 else ""
-    return ", ".join(shown) + more
 
 
 def sentence_words(sentence: str, classify: bool = True) -> tuple[bool, frozenset[str]]:

@@ -52,9 +52,10 @@ import os
 import re
 from typing import Any, Literal
 
+from .bindings import describe
 from .decision import Decision, Target
 from .errors import JudgeOutputError
-from .facts import describe, missing_facts
+from .facts import missing_facts
 from .fastpath import fast_path
 from .prompts import DECISION_SCHEMA, MAX_ENTRY_CHARS, build_messages, quote_entry
 

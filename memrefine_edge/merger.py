@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from .bindings import surface_forms
 from .entry import Entry
 from .errors import MergeOutputError
-from .facts import extract, fact_sentences, is_filler, missing_facts, strip_speaker, surface_forms
+from .facts import extract, fact_sentences, is_filler, missing_facts, strip_speaker
 from .prompts import MERGE_SCHEMA, build_merge_messages
 
 __all__ = ["MergedEntry", "Merger", "LlamaMerger", "GuardedMerger", "MERGE_SCHEMA", "MAX_MERGED_CHARS",

@@ -6,7 +6,6 @@ import pytest
 
 from memrefine_edge.facts import (
     covers,
-    describe,
     extract,
     fact_overlap,
     fact_sentences,
@@ -16,6 +15,7 @@ from memrefine_edge.facts import (
     stem,
     strip_speaker,
 )
+from memrefine_edge.bindings import describe
 
 
 def test_speaker_prefix_is_split_and_kept_as_a_name():

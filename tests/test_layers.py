@@ -24,6 +24,7 @@ LAYERS: list[list[str]] = [
     ["pairs"],
     ["smalltalk"],
     ["facts"],
+    ["bindings"],
     ["fastpath"],
     ["store.schema", "store.lock", "store.files", "store.refusals"],
     ["store.sizes", "store.vectors", "store.maintenance", "store.commits"],
