@@ -11,10 +11,13 @@ Pipeline (:class:`GuardedJudge`), for a pair ``(a, b)`` proposed by similarity:
    parse raises :class:`JudgeOutputError`; the pipeline retries once, then
    preserves (``source="fallback"``).
 3. **fact guard** (``source="guard"``, :meth:`GuardedJudge.guard`): a delete
-   is applied only when the kept entry carries the facts of the deleted one.
-   Otherwise the other entry is deleted if *that* is safe, else the pair is
-   merged with an instruction naming the facts each side must keep (when the
-   similarity says it is plausibly one event) or preserved (distinct facts).
+   is applied only when the kept entry carries the facts of the deleted one,
+   each bound as it was -- a number with what it counts, a name in its role and
+   said by the same speaker, a negation on the same statement
+   (:func:`memrefine_edge.bindings.lost_facts`). Otherwise the other entry is
+   deleted if *that* is safe, else the pair is merged with an instruction
+   naming the facts each side must keep (when the similarity says it is
+   plausibly one event) or preserved (distinct facts).
    A merge where one entry already covers the other becomes a delete. Behind
    the scorer the guard checks strict facts only (names, numbers, dates,
    negation: ``min_word_cover=0``), so a paraphrase the scorer recognises can
@@ -52,10 +55,9 @@ import os
 import re
 from typing import Any, Literal
 
-from .bindings import describe
+from .bindings import describe, lost_facts
 from .decision import Decision, Target
 from .errors import JudgeOutputError
-from .facts import missing_facts
 from .fastpath import fast_path
 from .prompts import DECISION_SCHEMA, MAX_ENTRY_CHARS, build_messages, quote_entry
 
@@ -152,8 +154,8 @@ def parse_decision(raw: str) -> Decision:
 
 def merge_instruction_for(a: str, b: str, *, min_word_cover: float = 0.75) -> str:
     """A deterministic merge instruction: the facts each entry holds that the other lacks."""
-    only_a = missing_facts(a, b, min_word_cover=min_word_cover)
-    only_b = missing_facts(b, a, min_word_cover=min_word_cover)
+    only_a = lost_facts(a, b, min_word_cover=min_word_cover)
+    only_b = lost_facts(b, a, min_word_cover=min_word_cover)
     parts = ["Merge A and B into one entry that keeps every fact of both and who said it"]
     if only_a:
         parts.append(f"from A keep: {describe(only_a, a)}")
@@ -298,8 +300,8 @@ class FactJudge(Judge):
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """Decide from fact coverage and similarity alone."""
         cover = self.min_word_cover
-        a_lost = missing_facts(a, b, min_word_cover=cover)
-        b_lost = missing_facts(b, a, min_word_cover=cover)
+        a_lost = lost_facts(a, b, min_word_cover=cover)
+        b_lost = lost_facts(b, a, min_word_cover=cover)
         if not a_lost or not b_lost:
             # Both covered (same facts): drop the shorter wording.
             target = "a" if not a_lost and (b_lost or len(a) <= len(b)) else "b"
@@ -318,7 +320,9 @@ class ScorerJudge(Judge):
     The scorer (:class:`memrefine_edge.scorer.RedundancyScorer`) ranks
     ``delete_a``, ``delete_b``, ``merge`` and ``preserve``; the most probable
     action is taken unless it is a delete that would drop a name, number,
-    date or negation the kept entry lacks, or a delete (merge) less probable
+    date or negation the kept entry lacks or binds otherwise (``50 mg`` /
+    ``8 mg``, ``Ana lent Ben`` / ``Ben lent Ana``:
+    :func:`memrefine_edge.bindings.lost_facts`), or a delete (merge) less probable
     than ``min_delete_probability`` (``min_merge_probability``) -- then the
     next most probable allowed action is. Both thresholds default to the
     values tuned with the weights. Paraphrases may be deleted even when their wording
@@ -388,8 +392,8 @@ class ScorerJudge(Judge):
                     continue  # not sure enough that nothing is lost
                 tgt: Target = "a" if action == "delete_a" else "b"
                 gone, kept = (a, b) if tgt == "a" else (b, a)
-                if missing_facts(gone, kept, min_word_cover=0.0):
-                    continue  # it would drop a name, number, date or negation
+                if lost_facts(gone, kept, min_word_cover=0.0):
+                    continue  # it would drop a name, number, date or negation, or one's binding
                 return Decision("delete", tgt, reason=f"scorer: {shown}", source="scorer")
             if action == "merge":
                 if p < min_merge or (self.merge_min_similarity is not None and similarity < self.merge_min_similarity):
@@ -414,7 +418,7 @@ class GuardedJudge(Judge):
 
     ``inner=None`` is rule-only: the fast path, otherwise preserve.
     ``min_word_cover`` is the share of content words a kept entry must carry
-    (:func:`memrefine_edge.facts.missing_facts`); ``merge_min_similarity``
+    (:func:`memrefine_edge.bindings.lost_facts`); ``merge_min_similarity``
     decides what a refused delete becomes when both entries hold facts of
     their own: merge at or above it (same event, complementary facts),
     preserve below (distinct facts). See :meth:`guard`. ``stats`` counts what
@@ -502,7 +506,7 @@ class GuardedJudge(Judge):
         cover = self.min_word_cover
         if decision.action == "merge" and self.check_merges:
             for gone, kept, tgt in ((a, b, "a"), (b, a, "b")):
-                if not missing_facts(gone, kept, min_word_cover=cover):
+                if not lost_facts(gone, kept, min_word_cover=cover):
                     self.stats["guard_overrides"] += 1
                     self.stats["guard_merge_to_delete"] += 1
                     return Decision("delete", tgt,  # type: ignore[arg-type]
@@ -512,13 +516,13 @@ class GuardedJudge(Judge):
         if decision.action != "delete":
             return decision
         gone, kept = (a, b) if decision.target == "a" else (b, a)
-        lost = missing_facts(gone, kept, min_word_cover=cover)
+        lost = lost_facts(gone, kept, min_word_cover=cover)
         if not lost:
             return decision
         self.stats["guard_overrides"] += 1
         gone_side = (decision.target or "a").upper()
         other: Target = "b" if decision.target == "a" else "a"
-        if not missing_facts(kept, gone, min_word_cover=cover):
+        if not lost_facts(kept, gone, min_word_cover=cover):
             self.stats["guard_flips"] += 1
             return Decision("delete", other,
                             reason=f"guard: deleting {gone_side} would lose {describe(lost, gone)}; "
@@ -550,8 +554,9 @@ def uses_gguf(judge_model: str | os.PathLike[str] | None) -> bool:
 
 def scorer_guard(inner: Judge) -> GuardedJudge:
     """The guard the default judge puts around the redundancy scorer (or a judge built on it): the fast
-    path and the strict fact checks only (names, numbers, dates, negation; no content-word threshold, no
-    similarity floor for merges, merges not re-checked), because the scorer itself judges paraphrases."""
+    path and the strict fact checks only (names, numbers, dates, negation, each with its binding; no
+    content-word threshold, no similarity floor for merges, merges not re-checked), because the scorer
+    itself judges paraphrases."""
     return GuardedJudge(inner, min_word_cover=0.0, merge_min_similarity=-1.0, check_merges=False)
 
 
@@ -566,7 +571,7 @@ def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads
       the learned redundancy scorer, no language model. Measured on the
       labelled test pairs it is the most accurate judge and the cheapest
       (``bench/results/judge_configs.md``). The guard behind it checks the
-      strict facts (names, numbers, dates, negation) of every delete; the
+      strict facts (names, numbers, dates, negation, with their bindings) of every delete; the
       scorer, not a word-coverage threshold, decides paraphrases.
       ``merge_min_similarity`` (default: none) turns its merges below that
       cosine into preserves.

@@ -18,6 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memrefine_edge.judge import default_judge
+from memrefine_edge.testing import HashEncoder
 
 NAMES = ("Ana", "Ben", "Mia", "Tom", "Carla", "David", "Elena", "Farid", "Greta", "Hugo", "Ines", "Jonas",
          "Kira", "Luca", "Maya", "Nora", "Omar", "Priya", "Rosa", "Sven")
@@ -315,3 +320,25 @@ def test_an_entry_states_what_it_says_in_other_words_or_order(gone, kept):
     from memrefine_edge.bindings import lost_facts
 
     assert lost_facts(gone, kept, min_word_cover=0.0) == []
+
+
+# --- the judge -----------------------------------------------------------------------------------------
+
+JUDGE = default_judge()
+ENCODER = HashEncoder()
+
+
+def _similarity(a: str, b: str) -> float:
+    va, vb = ENCODER.embed_batch([a, b])
+    return float(min(1.0, max(-1.0, va @ vb)))
+
+
+@settings(max_examples=600, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.floats(0.3, 1.0))
+def test_the_default_judge_never_deletes_a_swapped_fact(r, extra_similarity):
+    case = generate(r)
+    for a, b in ((case.a, case.b), (case.b, case.a)):
+        for sim in (_similarity(a, b), extra_similarity, 0.99):
+            d = JUDGE.judge(a, b, sim)
+            assert d.action != "delete", (case.kind, a, b, sim, d)

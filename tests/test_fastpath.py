@@ -38,3 +38,18 @@ def test_the_fast_path_deletes_classified_small_talk_only_when_asked_to_classify
     d = fast_path(talk, fact)
     assert d is not None and d.action == "delete" and d.target == "a"
     assert fast_path(talk, fact, classify=False) is None
+
+
+def test_containment_deletes_only_what_the_container_states_bound_as_it_is():
+    # Contained word for word, but bound otherwise: the judge decides.
+    assert fast_path("Flight 12 leaves from gate 7.", "Flight 12 leaves from gate 7.5 today.") is None
+    assert fast_path("Ana likes dogs.", "Ben says Ana doesn't like dogs.") is None
+    assert fast_path("I like dogs.", "I don't think I like dogs.") is None
+    # Stated as it is: deleted as before.
+    hit = fast_path("Flight 12 leaves from gate 7.", "Ben says Flight 12 leaves from gate 7 on Friday.")
+    assert hit is not None and (hit.action, hit.target) == ("delete", "a")
+
+
+def test_normalised_duplicates_stay_deletable_whatever_their_punctuation():
+    hit = fast_path("Flight 12, gate 7.", "flight 12 gate 7")
+    assert hit is not None and (hit.action, hit.target) == ("delete", "b")

@@ -11,6 +11,7 @@ from memrefine_edge.errors import JudgeOutputError
 from memrefine_edge.judge import (
     MAX_ENTRY_CHARS,
     Decision,
+    FactJudge,
     GuardedJudge,
     build_messages,
     merge_instruction_for,
@@ -328,3 +329,56 @@ def test_a_missing_judge_model_file_is_reported_at_construction(tmp_path):
 
     with pytest.raises(ModelNotFoundError, match="nope.gguf"):
         LlamaJudge(tmp_path / "nope.gguf")
+
+
+# --- facts bound otherwise --------------------------------------------------------------------------
+
+REPORTED = [  # pairs with the same names, numbers and dates, in other roles
+    ("Mia takes 50 mg of her heart medication every morning at 8, since 2020.",
+     "Mia takes 8 mg of her heart medication every morning at 50 past 7, since 2020."),
+    ("Flight 12 to Oslo leaves from gate 7 on Friday.", "Flight 7 to Oslo leaves from gate 12 on Friday."),
+    ("Ana lent Ben her car in March.", "Ben lent Ana his car in March."),
+    ("Ana bought 3 lamps on 4 May.", "Ana bought 4 lamps on 4 May."),
+    ("My locker code is 4512 and I joined the gym in 2019.", "My locker code is 2019 and I joined the gym in 4512."),
+]
+
+
+@pytest.mark.parametrize("a, b", REPORTED)
+@pytest.mark.parametrize("similarity", [0.8, 0.95])
+def test_the_default_judge_deletes_neither_side_of_facts_bound_otherwise(a, b, similarity):
+    from memrefine_edge.judge import default_judge
+
+    judge = default_judge()
+    for x, y in ((a, b), (b, a)):
+        assert judge.judge(x, y, similarity).action != "delete"
+
+
+@pytest.mark.parametrize("a, b", REPORTED)
+def test_the_guard_refuses_a_delete_of_facts_bound_otherwise(a, b):
+    for target in ("a", "b"):
+        j = GuardedJudge(AlwaysJudge(Decision("delete", target)))
+        d = j.judge(a, b, 0.9)
+        assert d.action == "merge" and d.source == "guard", d
+        assert "would lose" in d.reason
+    fact = GuardedJudge(FactJudge())
+    assert fact.judge(a, b, 0.9).action == "merge"
+    assert fact.judge(a, b, 0.3).action == "preserve"
+
+
+def test_a_guard_refusal_names_the_bound_facts_it_would_lose():
+    a, b = REPORTED[0]
+    d = GuardedJudge(AlwaysJudge(Decision("delete", "a"))).judge(a, b, 0.9)
+    assert "50 mg" in d.reason
+    instruction = merge_instruction_for(a, b)
+    assert "from A keep: 50 mg" in instruction and "from B keep:" in instruction
+
+
+def test_the_guard_still_deletes_what_the_kept_entry_states_with_its_bindings():
+    j = GuardedJudge(AlwaysJudge(Decision("delete", "a")), min_word_cover=0.0)
+    # A date phrase moved, "4 May" written "May 4", a turn said by the person the observation names.
+    for gone, kept in [("On 4 May 2023 Caroline went to a support group.",
+                        "Caroline went to a support group on May 4 2023."),
+                       ("Caroline: I went to the LGBTQ support group yesterday.",
+                        "Caroline attended an LGBTQ support group yesterday.")]:
+        d = j.judge(gone, kept, 0.9)
+        assert (d.action, d.target) == ("delete", "a"), (gone, d)
