@@ -3,8 +3,10 @@
 :class:`LlamaMerger` asks a local GGUF model for ``{"content", "keywords"}``
 (schema-constrained by default: a 135M model's free JSON is often invalid).
 :class:`GuardedMerger` wraps any merger and checks the result with
-:mod:`memrefine_edge.facts`: the merged text must cover the facts of both
-entries. If it does not, the missing fact-bearing sentences of the source
+:func:`memrefine_edge.bindings.lost_facts`: the merged text must state the
+facts of both entries, each bound as it was (a number with what it counts, a
+name in its role and said by its speaker, a negation on its statement). If it
+does not, the missing fact-bearing sentences of the source
 entries are appended (``source="repair"``); if the inner merger fails twice,
 a deterministic concatenation of both entries minus filler is used
 (``source="concat"``). Only when even that cannot carry the facts, or the
@@ -28,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from .bindings import surface_forms
+from .bindings import lost_facts, surface_forms
 from .entry import Entry
 from .errors import MergeOutputError
-from .facts import extract, fact_sentences, is_filler, missing_facts, strip_speaker
+from .facts import extract, fact_sentences, is_filler, sentence_scans, strip_speaker
 from .prompts import MERGE_SCHEMA, build_merge_messages
 
 __all__ = ["MergedEntry", "Merger", "LlamaMerger", "GuardedMerger", "MERGE_SCHEMA", "MAX_MERGED_CHARS",
@@ -105,26 +107,49 @@ def parse_merged(raw: str) -> MergedEntry:
     return MergedEntry(content=content.strip(), keywords=keywords[:12], source="llm")
 
 
-def _attributed(text: str) -> list[str]:
-    """Fact sentences of an entry, each carrying the entry's speaker when it had one."""
+def _attributed(text: str) -> tuple[str, str | None, str | None]:
+    """``(part, first, last)``: the fact sentences of an entry, the entry's speaker before them, and the
+    speakers the part opens and ends with.
+
+    A merged entry's labels (``"... Melanie: ..."``) stay with their sentences; the label of a part
+    whose first sentences are small talk moves to its first fact sentence, so no sentence changes
+    speaker when small talk is dropped.
+    """
     speaker, _ = strip_speaker(text)
-    sentences = fact_sentences(text)
-    if speaker and sentences:
-        return [f"{speaker}: " + " ".join(sentences)]
-    return [" ".join(sentences)] if sentences else []
+    first = last = speaker
+    pending = speaker  # a label still to write, before the next fact sentence
+    pieces: list[str] = []
+    for sentence, filler, _ in sentence_scans(text):
+        label, body = strip_speaker(sentence)
+        if label:
+            pending = label
+        if filler:
+            continue
+        if pending and (pending != last or not pieces):
+            body = f"{pending}: {body}"
+        if not pieces:
+            first = pending
+        last = pending or last
+        pending = None
+        pieces.append(body)
+    if not pieces:
+        return "", None, None
+    return " ".join(pieces), first, last
 
 
 def _concat_content(a: str, b: str, *, limit: int | None = None) -> str | None:
     """The text :func:`concat_merge` writes; None as soon as it is known to be longer than ``limit``."""
-    parts = _attributed(a)
+    part_a, _, last = _attributed(a)
+    parts = [part_a] if part_a else []
     if limit is not None and parts and len(parts[0].strip()) > limit:
         return None  # A's fact sentences are always kept: the concatenation is longer still
-    speaker_a, _ = strip_speaker(a)
-    speaker_b, _ = strip_speaker(b)
-    for part in _attributed(b):
-        if speaker_a and speaker_a == speaker_b and part.startswith(f"{speaker_b}: "):
-            part = part[len(speaker_b) + 2:]  # same speaker: say it once
-        if not parts or missing_facts(part, " ".join(parts), min_word_cover=1.0):
+    part, first, _ = _attributed(b)
+    if part:
+        if first and last == first and part.startswith(f"{first}: "):
+            part = part[len(first) + 2:]  # A ends with B's speaker: say it once
+        joined = " ".join(parts)
+        # B adds nothing only when A states all of it, each fact bound as B binds it.
+        if not parts or lost_facts(b, joined, min_word_cover=1.0):
             parts.append(part)
     content = " ".join(p for p in parts if p).strip()
     if not content:  # both entries were filler: keep the shorter as is
@@ -210,9 +235,11 @@ class GuardedMerger(Merger):
         return sorted(k for k in fm.names | fm.numbers if k not in known)
 
     def missing(self, merged: str, a: str, b: str) -> list[str]:
-        """Facts of ``a`` or ``b`` that ``merged`` does not carry."""
-        return (missing_facts(a, merged, min_word_cover=self.min_word_cover)
-                + missing_facts(b, merged, min_word_cover=self.min_word_cover))
+        """Facts of ``a`` or ``b`` that ``merged`` does not carry, or carries bound otherwise (a number
+        with another unit, a name in another role or said by someone else:
+        :func:`memrefine_edge.bindings.lost_facts`)."""
+        return (lost_facts(a, merged, min_word_cover=self.min_word_cover)
+                + lost_facts(b, merged, min_word_cover=self.min_word_cover))
 
     def load(self) -> None:
         """Load the inner merger's model now."""
@@ -277,8 +304,10 @@ class GuardedMerger(Merger):
         for src in (a, b):
             speaker, _ = strip_speaker(src)
             for sentence in fact_sentences(src):
-                if missing_facts(sentence, content, min_word_cover=1.0):
-                    piece = f"{speaker}: {sentence}" if speaker and speaker.lower() not in content.lower() else sentence
+                if lost_facts(sentence, content, min_word_cover=1.0):
+                    # Said by the source's speaker: labelled unless the text so far ends with them.
+                    last = _attributed(content)[2]
+                    piece = f"{speaker}: {sentence}" if speaker and speaker != last else sentence
                     content = f"{content} {piece}"
         if self.missing(content, a, b):
             return None

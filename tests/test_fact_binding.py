@@ -21,8 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memrefine_edge.compressor import Compressor
+from memrefine_edge.errors import MergeOutputError
 from memrefine_edge.judge import default_judge
-from memrefine_edge.testing import HashEncoder
+from memrefine_edge.merger import GuardedMerger, MergedEntry, Merger
+from memrefine_edge.pipeline import PipelineConfig, build
+from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.testing import FakeBackends, HashEncoder
 
 NAMES = ("Ana", "Ben", "Mia", "Tom", "Carla", "David", "Elena", "Farid", "Greta", "Hugo", "Ines", "Jonas",
          "Kira", "Luca", "Maya", "Nora", "Omar", "Priya", "Rosa", "Sven")
@@ -322,6 +327,22 @@ def test_an_entry_states_what_it_says_in_other_words_or_order(gone, kept):
     assert lost_facts(gone, kept, min_word_cover=0.0) == []
 
 
+def test_a_merged_entry_keeps_who_said_each_part():
+    from memrefine_edge.merger import concat_merge
+
+    # B's speaker is A's first speaker, not its last: B's part is labelled again.
+    a = "Ana: I adopted a cat named Pixel in 2021. Ben: I bought a red kayak in Oslo."
+    b = "Ana: I moved to Lisbon in 2022 with my brother."
+    merged = concat_merge(a, b).content
+    assert merged.endswith("Ana: I moved to Lisbon in 2022 with my brother."), merged
+    assert kept_by(a, [merged]) == [] and kept_by(b, [merged]) == []
+    # A part whose first sentence is small talk keeps its label for its next sentence.
+    a = "Ana: I adopted a cat named Pixel in 2021. Ben: Thanks! I bought a red kayak in Oslo."
+    merged = concat_merge(a, b).content
+    assert "Ben: I bought a red kayak in Oslo." in merged, merged
+    assert kept_by(b, [merged]) == []
+
+
 # --- the judge -----------------------------------------------------------------------------------------
 
 JUDGE = default_judge()
@@ -333,6 +354,15 @@ def _similarity(a: str, b: str) -> float:
     return float(min(1.0, max(-1.0, va @ vb)))
 
 
+def _merged_ok(case: Case, merger: Merger) -> list[str]:
+    """What a merge of the pair by ``merger`` loses (a refused merge keeps both entries: nothing)."""
+    try:
+        merged = merger.merge(case.a, case.b, "Merge A and B.").content
+    except MergeOutputError:
+        return []
+    return kept_by(case.a, [merged]) + kept_by(case.b, [merged])
+
+
 @settings(max_examples=600, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.randoms(use_true_random=False), st.floats(0.3, 1.0))
@@ -342,3 +372,66 @@ def test_the_default_judge_never_deletes_a_swapped_fact(r, extra_similarity):
         for sim in (_similarity(a, b), extra_similarity, 0.99):
             d = JUDGE.judge(a, b, sim)
             assert d.action != "delete", (case.kind, a, b, sim, d)
+            if d.action == "merge":
+                assert _merged_ok(Case(case.kind, a, b), GuardedMerger(None)) == [], (case.kind, a, b)
+
+
+class _Echo(Merger):
+    """A model that writes a merge with every word of both entries but one side's bindings: entry A
+    alone, entry B alone, or both without their speaker labels."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
+        unlabelled = re.sub(r"\b(" + "|".join(NAMES) + r"): ", "", f"{a} {b}")
+        return MergedEntry(content={"a": a, "b": b, "unlabelled": unlabelled}[self.how], source="llm")
+
+
+@pytest.mark.parametrize("how", ["a", "b", "unlabelled"])
+def test_the_merge_guard_keeps_each_sides_bindings_of_a_model_written_merge(how):
+    cases = suite(500, seed=2)
+    merger = GuardedMerger(_Echo(how))
+    lost = {c: _merged_ok(c, merger) for c in cases}
+    assert not {c: x for c, x in lost.items() if x}
+
+
+def test_the_default_concatenation_keeps_each_sides_bindings():
+    cases = suite(500, seed=3)
+    merger = GuardedMerger(None)
+    assert not {c: x for c in cases if (x := _merged_ok(c, merger))}
+
+
+# --- a compression run -------------------------------------------------------------------------------
+
+def _compress(tmp_path, cases: list[Case]) -> tuple[list[str], dict[str, int]]:
+    """Each pair alone in a store, compressed to half its size by the default pipeline; what each run
+    lost (oracle) and the actions taken, summed."""
+    pipeline = build(PipelineConfig(), backends=FakeBackends())
+    actions: dict[str, int] = {}
+    lost: list[str] = []
+    for i, case in enumerate(cases):
+        path = tmp_path / f"s{i}.db"
+        with MemoryStore(path) as store:
+            store.add_many([Entry(id="a", content=case.a), Entry(id="b", content=case.b)])
+            report = Compressor(store, encoder=pipeline.encoder, method=pipeline.method, merger=pipeline.merger,
+                                vacuum=False).run(budget=0.5)
+            contents = list(store.contents())
+        for action, n in report.actions.items():
+            actions[action] = actions.get(action, 0) + n
+        lost += [f"{case.kind}: {x}" for x in kept_by(case.a, contents) + kept_by(case.b, contents)]
+        path.unlink()
+    return lost, actions
+
+
+def test_a_compression_run_takes_no_delete_and_no_binding_losing_merge(tmp_path):
+    lost, actions = _compress(tmp_path, suite(120, seed=4))
+    assert actions.get("delete", 0) == 0, actions
+    assert lost == []
+
+
+@pytest.mark.slow
+def test_a_compression_run_over_the_whole_suite_takes_no_delete(tmp_path):
+    lost, actions = _compress(tmp_path, suite(600, seed=5))
+    assert actions.get("delete", 0) == 0, actions
+    assert lost == []
