@@ -24,8 +24,10 @@ Budget modes:
     The budget is hard. When candidates and deferred deletes run out above
     budget, entries are evicted one at a time, each eviction audited, least
     valuable first (:mod:`memrefine_edge.eviction`), so the loop ends at or
-    under the budget; a budget below the smallest entry is an error before
-    anything changes.
+    under the budget and never empties the store: a budget below the
+    smallest entry the run can keep (small talk is not kept) is an error
+    before anything changes, and no decision takes the run's last entry
+    that fits the budget alone (a pair holding it is not proposed).
 """
 
 from __future__ import annotations
@@ -51,12 +53,13 @@ from .errors import (
     ResumeError,
     RunInterruptedError,
 )
-from .eviction import evict_to_budget
+from .eviction import StrictFloor, evict_to_budget, require_strict_floor
 from .identical import take_identical
 from .merger import build_merged_entry, merged_entry_id
 from .methods import Method, PairContext, get_method
 from .report import CompressionReport, Progress
 from .store import METRICS, Entry, MemoryStore, RunLock, quantize_embedding
+from .store.vectors import stored_embedding_bytes
 from .upkeep import Upkeep
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -222,13 +225,24 @@ class Compressor:
         self._deferred_taken = 0  # deferred deletes the run in progress took (see CompressionReport.deferred_taken)
         # Set by every change: the running disk estimate must be checked exactly before it may say "met".
         self._disk_dirty = True
+        self._floor: StrictFloor | None = None  # the run in progress's, in strict mode (see _protected)
 
     # --- budget --------------------------------------------------------------
 
     def target_bytes(self, *, budget: float | None = None, budget_bytes: int | None = None) -> int:
-        """Validate a budget (ratio of the current size, or bytes) and return it in bytes (:func:`resolve_target`)."""
-        return resolve_target(self.store, metric=self.metric, budget=budget, budget_bytes=budget_bytes,
-                              dim=self.encoder.dim)
+        """Validate a budget (ratio of the current size, or bytes) and return it in bytes (:func:`resolve_target`).
+
+        In ``strict`` mode the budget must also hold an entry the run can keep
+        (:func:`~memrefine_edge.eviction.strict_floor_bytes`): one that states
+        something and fits it alone. Otherwise :class:`BudgetError` names the
+        smallest such size, before anything changes.
+        """
+        target = resolve_target(self.store, metric=self.metric, budget=budget, budget_bytes=budget_bytes,
+                                dim=self.encoder.dim)
+        if self.mode == "strict":
+            require_strict_floor(self.store, metric=self.metric, target=target,
+                                 embedding_bytes=stored_embedding_bytes(self.encoder.dim))
+        return target
 
     # --- the loop ------------------------------------------------------------
 
@@ -383,6 +397,11 @@ class Compressor:
         started, done_here = time.perf_counter(), 0
         self._session_start_size = store.running_size(plan.metric)
         self._disk_dirty = True  # the running disk estimate is re-anchored when it first says "met"
+        self._floor = None
+        if plan.mode == "strict":  # the run's own entries when it started (those inserted up to its start)
+            later = store.sizes_after(self._outsiders.start_seq)
+            self._floor = StrictFloor(store, metric=plan.metric, target=target,
+                                      originals=[i for i in store.ids() if i not in later])
         step, done_here, stopped = take_identical(self, plan, step, actions, sources, clock, started=started,
                                                   done=done_here, max_decisions=max_decisions)
         if stopped:
@@ -409,9 +428,17 @@ class Compressor:
         if not self._over(target):
             return "budget met by deferred deletes" if self._deferred_taken > taken else "budget met"
         if plan.mode == "strict":
-            evict_to_budget(self, plan.run_id, step, target, actions, sources, started=started, done=done_here)
-            stop = "budget met by eviction (strict mode)"
+            assert self._floor is not None
+            evict_to_budget(self, plan.run_id, step, target, actions, sources, floor=self._floor, started=started,
+                            done=done_here)
+            stop = ("budget met by eviction (strict mode)" if not self._over(target) else
+                    "budget not met: no entry of the run fits the budget alone (strict mode)")
         return stop
+
+    def _protected(self, entry_ids: tuple[str, ...]) -> bool:
+        """Strict mode: whether a decision taking ``entry_ids`` might take the run's last entry that fits the
+        budget alone (:class:`~memrefine_edge.eviction.StrictFloor`); such a pair is not proposed."""
+        return self._floor is not None and self._floor.protects(entry_ids)
 
     def _similar(self, plan: _Plan, step: int, actions: Counter[str], sources: Counter[str],
                  clock: dict[str, float], *, started: float, done: int,
@@ -455,6 +482,8 @@ class Compressor:
                     # Pairs come in descending similarity: every later one is below too.
                     stop = f"no candidate pair left above min_similarity {plan.min_similarity}"
                     break
+                if self._protected((str(pair[0]), str(pair[1]))):
+                    continue  # strict mode: it holds the last entry that fits the budget alone
                 try:
                     action, source = self._decide_and_apply(plan.run_id, tally.step, pair, queue, clock)
                 except EntryNotFoundError:

@@ -60,6 +60,8 @@ def take_deferred(comp: Compressor, plan: _Plan, step: int, actions: Counter[str
                 continue  # an entry is gone: this delete (or another decision) took it
             if a_id in comp._outsiders.sizes or b_id in comp._outsiders.sizes:
                 continue  # added by another writer during the run (the budget check updated the list)
+            if comp._protected((a_id, b_id)):
+                continue  # strict mode: the pair holds the last entry that fits the budget alone
             try:
                 a, b = store.get(a_id), store.get(b_id)
                 t = time.perf_counter()

@@ -19,12 +19,19 @@ one at a time, each eviction audited, least valuable first:
    reader's context. The last-copy term makes an entry whose words the
    store holds elsewhere go before one that is their only home.
 
-The last live entry that fits the budget alone is never evicted (the
-entry this order values most among those that fit), so the loop ends at
-or under the budget; a budget below the smallest entry is an error
-before anything changes. Each choice depends only on the live
-entries, so a run resumed mid-eviction takes the same order. Cost: one
-more neighbour-list build (as the candidate queue's: half an n x n
+A strict run never empties the store to meet its budget. Before anything
+changes, a budget that no entry the run can keep fits alone is an error
+(:func:`strict_floor_bytes`: small talk is not such an entry, the fast
+path and eviction take it first). While the run goes on, no decision takes
+its last entry that fits the budget alone (:class:`StrictFloor`: a pair
+holding it is not proposed), and eviction takes an entry only while
+another live entry that fits alone remains -- one that states something
+when the one taken does (the last such entry left is the one this order
+values most) -- so the loop ends at or under the budget with at least one
+entry; were none left that fits (another writer removed it), eviction
+takes nothing and the run says the budget is not met. Each choice depends
+only on the live entries, so a run resumed mid-eviction takes the same
+order. Cost: one more neighbour-list build (as the candidate queue's: half an n x n
 product) and a rescan of one row when all k neighbours on its list are
 gone, and a count of the live entries' content words (one extraction
 per entry, and one of its specific words when it first comes near the
@@ -39,19 +46,24 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
+from collections.abc import Callable, Collection
 from dataclasses import replace
+from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from ._memory import release_free_memory
 from .entry import json_size
+from .errors import BudgetError, EntryNotFoundError
 from .facts import is_filler
 from .lastcopy import LastCopies, specific_keys
 from .pairs import PairQueue
 
 if TYPE_CHECKING:  # pragma: no cover
     from .compressor import Compressor
+    from .store import MemoryStore
 
-__all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "EVICT_SIZE_CAPPED", "evict_to_budget"]
+__all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "EVICT_SIZE_CAPPED", "Keep", "StrictFloor", "evict_to_budget",
+           "require_strict_floor", "strict_floor_bytes"]
 
 
 #: Strict-mode eviction: weight of ln(entry bytes) against the nearest-neighbour cosine
@@ -65,19 +77,174 @@ EVICT_UNIQUE_WEIGHT = 0.2
 EVICT_SIZE_CAPPED = True
 
 
+class Keep(IntEnum):
+    """What an entry can be to a strict run: what is left when the budget holds."""
+
+    #: Larger than the budget alone: a run cannot end with this entry and meet its budget.
+    NONE = 0
+    #: Fits alone but is pure small talk (:func:`~memrefine_edge.facts.is_filler`): the fast path and
+    #: eviction take it first, so it is kept only in a store of nothing else.
+    FILLER = 1
+    #: Fits alone and states something.
+    ENTRY = 2
+
+
+def _keep_of(store: MemoryStore, entry_id: str, metric: str, target: int, *, embedding_bytes: int = 0) -> Keep:
+    """``entry_id``'s :class:`Keep` against ``target`` (:class:`EntryNotFoundError` if it is gone)."""
+    entry = store.get(entry_id)
+    solo = (json_size(replace(entry, links=())) if metric == "json"
+            else store.solo_size(entry_id, metric, embedding_bytes=embedding_bytes))
+    if solo > target:
+        return Keep.NONE
+    return Keep.FILLER if is_filler(entry.content) else Keep.ENTRY
+
+
+#: Entries :func:`strict_floor_bytes` looks at in insertion order before it measures them all (a budget of
+#: any ratio is met by one of the first few).
+_QUICK_LOOK = 16
+
+
+def strict_floor_bytes(store: MemoryStore, *, metric: str, target: int, embedding_bytes: int = 0) -> int | None:
+    """Whether a strict run can meet ``target`` and keep an entry: None if it can, else the smallest size it can.
+
+    A run can keep an entry that states something and fits ``target`` alone
+    (:attr:`Keep.ENTRY`); small talk is taken first (the fast path deletes it
+    beside any other entry, eviction evicts it before the rest), so it counts
+    only in a store of small talk alone, where :func:`~memrefine_edge.budget.resolve_target`'s
+    check (the smallest entry) is the floor. Returns None when some entry can
+    be kept, else the size alone of the smallest entry that states something
+    (under ``disk``: the least of the three smallest by their json size,
+    measured as :meth:`MemoryStore.solo_size` measures; ``embedding_bytes`` for
+    entries not embedded yet). Cost: a few entries when one of the first fits,
+    else one json size per entry and a small-talk check per entry up to the
+    smallest that states something.
+    """
+    def keep(entry_id: str) -> Keep:
+        return _keep_of(store, entry_id, metric, target, embedding_bytes=embedding_bytes)
+
+    if any(keep(i) == Keep.ENTRY for i in store.ids()[:_QUICK_LOOK]):
+        return None
+    by_size = sorted((json_size(replace(e, links=())), n, e.id, e.content) for n, e in enumerate(store.entries()))
+    stating = _first_stating(by_size, 3)
+    if not stating:
+        return None  # small talk only: the smallest entry is the floor (checked by resolve_target)
+    if metric == "json":
+        smallest = stating[0][0]
+    else:
+        smallest = min(store.solo_size(entry_id, metric, embedding_bytes=embedding_bytes)
+                       for _, entry_id in stating[:3])
+    return None if smallest <= target else smallest
+
+
+def require_strict_floor(store: MemoryStore, *, metric: str, target: int, embedding_bytes: int = 0) -> None:
+    """:class:`BudgetError` naming the smallest size a strict run can keep, unless it can meet ``target``
+    (:func:`strict_floor_bytes`)."""
+    floor = strict_floor_bytes(store, metric=metric, target=target, embedding_bytes=embedding_bytes)
+    if floor is not None:
+        raise BudgetError(
+            f"budget of {target:,} bytes ({metric}) cannot be met in strict mode without emptying the store: "
+            f"the smallest entry it can keep takes {floor:,} bytes alone (small talk is evicted first); give "
+            "at least that, or use --mode paper")
+
+
+def _first_stating(by_size: list[tuple[int, int, str, str]], count: int) -> list[tuple[int, str]]:
+    """The first ``count`` entries of ``by_size`` that are not small talk, as ``(size, id)``."""
+    out: list[tuple[int, str]] = []
+    for size, _, entry_id, content in by_size:
+        if not is_filler(content):
+            out.append((size, entry_id))
+            if len(out) == count:
+                break
+    return out
+
+
+class _Witnesses:
+    """A live entry of a fixed list whose :class:`Keep` is at least a level, other than some excluded ones.
+
+    A scan per level moves only forward: it passes an entry for good once it
+    is gone or below the level (neither changes within a run), and stops at an
+    excluded one, so a run's scans together read each entry about once.
+    """
+
+    def __init__(self, order: list[str], keep: Callable[[str], Keep], live: Callable[[str], bool]) -> None:
+        self._order, self._keep, self._live = order, keep, live
+        self._scan = {level: 0 for level in Keep}
+        self._found: dict[Keep, str] = {}
+
+    def other(self, level: Keep, excluded: Collection[str]) -> bool:
+        """Whether a live entry of the list outside ``excluded`` is at least ``level``."""
+        found = self._found.get(level)
+        if found is not None and found not in excluded and self._live(found):
+            return True
+        order, j, passing = self._order, self._scan[level], True
+        while j < len(order):
+            entry_id = order[j]
+            if entry_id in excluded:
+                passing = False  # still a candidate for the next question
+            elif self._live(entry_id) and self._keep(entry_id) >= level:
+                self._found[level] = entry_id
+                return True
+            elif passing:
+                self._scan[level] = j + 1
+            j += 1
+        return False
+
+
+class StrictFloor:
+    """A strict run's floor: its last entry that fits the budget alone is never taken.
+
+    ``originals``: the run's own entries when it started (in insertion order),
+    the only ones the floor keeps; entries the run creates and those others
+    add meanwhile are not counted, so whether an entry is kept depends only on
+    the originals still live, and a run resumed halfway keeps what the
+    uninterrupted run kept. :meth:`protects` says whether taking some entries
+    would leave no live original that fits alone and states something (in a
+    store of small talk, none that fits alone); the compressor then does not
+    propose the pair (nothing is decided, nothing recorded).
+    :meth:`keep` tells eviction what each entry can be.
+    """
+
+    def __init__(self, store: MemoryStore, *, metric: str, target: int, originals: list[str]) -> None:
+        self._store, self._metric, self.target = store, metric, target
+        self._keep: dict[str, Keep] = {}
+        self._witnesses = _Witnesses(originals, self.keep, store.__contains__)
+        self._originals = frozenset(originals)
+
+    def keep(self, entry_id: str) -> Keep:
+        """The entry's :class:`Keep` (measured once per entry; :attr:`Keep.NONE` for one gone)."""
+        keep = self._keep.get(entry_id)
+        if keep is None:
+            try:
+                keep = self._keep[entry_id] = _keep_of(self._store, entry_id, self._metric, self.target)
+            except EntryNotFoundError:
+                return Keep.NONE
+        return keep
+
+    def protects(self, entry_ids: Collection[str]) -> bool:
+        """Whether taking all of ``entry_ids`` would take the run's last original of its kind that fits alone."""
+        if self._witnesses.other(Keep.ENTRY, entry_ids):
+            return False  # a live original that states something and fits stays whatever these are
+        top = max((self.keep(i) for i in entry_ids if i in self._originals), default=Keep.NONE)
+        return top > Keep.NONE and not self._witnesses.other(top, entry_ids)
+
+
 def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actions: Counter[str],
-                    sources: Counter[str], *, started: float, done: int) -> int:
+                    sources: Counter[str], *, floor: StrictFloor, started: float, done: int) -> int:
     """Strict mode: evict in value order (see module docstring) until the budget holds.
 
     Each choice is a function of the live entries alone (their content,
     sizes and vectors), so a run resumed mid-eviction continues in the
-    order the interrupted one would have taken. The last live entry that
-    fits the budget on its own is never evicted (the one this order
-    values most among those that fit), so the loop always ends at or
-    under a budget that passed :meth:`Compressor.target_bytes`.
+    order the interrupted one would have taken. An entry is evicted only
+    while another live entry of the run that fits the budget alone stays
+    (one that states something, when this one does), so the last entry
+    that fits is never evicted (the one this order values most among those
+    that fit) and the loop ends at or under a budget that passed
+    :meth:`Compressor.target_bytes` with an entry left; with none that
+    fits, nothing is evicted.
 
     ``comp`` is the running compressor: its store, the run's metric and outsiders, and its
-    budget check and progress report. Returns the next step.
+    budget check and progress report; ``floor`` the run's :class:`StrictFloor` (what each
+    entry can be kept as). Returns the next step.
     """
     store, metric = comp.store, comp._metric
     outsiders = set(comp._outsiders.sizes)  # added by others during the run: not ours to evict
@@ -90,24 +257,12 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
     text = {e.id: e.content for e in ours}
     copies = LastCopies()
     copies.build(text.values())
-    fits: dict[str, bool] = {}  # whether a store of this entry alone is within the target (never changes)
-    scan, witness = 0, None  # a live entry known to fit alone, found by scanning ``ours`` once
+    keepers = _Witnesses([e.id for e in ours], floor.keep, lambda entry_id: entry_id not in gone)
 
     def may_evict(entry_id: str) -> bool:
-        """False only for the last live entry that fits the budget alone (a function of the live set)."""
-        nonlocal scan, witness
-        if witness is not None and witness != entry_id and witness not in gone:
-            return True
-        while scan < len(ours):  # entries passed are gone, too large, or were the candidate then
-            other = ours[scan].id
-            if other != entry_id and other not in gone and _fits(comp, other, target, fits):
-                witness = other
-                return True
-            scan += 1
-        if _fits(comp, entry_id, target, fits):
-            witness = entry_id
-            return False
-        return True
+        """Whether another live entry fits the budget alone (one that states something, if this one does):
+        false for the last entry that fits, and for every entry when none fits (a function of the live set)."""
+        return keepers.other(max(floor.keep(entry_id), Keep.FILLER), (entry_id,))
 
     def evict(entry_id: str, why: str) -> None:
         nonlocal step, done
@@ -191,10 +346,3 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
         evict(entry_id, f"most redundant left ({covered}), {size[entry_id]} bytes, "
                         f"{unique[0]} of {unique[1]} specific words held nowhere else")
     return step
-
-
-def _fits(comp: Compressor, entry_id: str, target: int, cache: dict[str, bool]) -> bool:
-    """Whether a store of this entry alone is within ``target`` (measured once per entry)."""
-    if entry_id not in cache:
-        cache[entry_id] = comp.store.solo_size(entry_id, comp._metric) <= target
-    return cache[entry_id]

@@ -88,8 +88,8 @@ def take_identical(comp: Compressor, plan: _Plan, step: int, actions: Counter[st
     with comp._phase(plan, actions, sources, step=step, done=done, started=started,
                      max_decisions=max_decisions) as tally:
         for a_id, b_id in identical_pairs(groups, gone=gone):
-            if a_id in gone or b_id in gone or frozenset((a_id, b_id)) in preserved:
-                continue
+            if a_id in gone or b_id in gone or frozenset((a_id, b_id)) in preserved or comp._protected((a_id, b_id)):
+                continue  # (strict mode: the pair holds the last entry that fits the budget alone)
             if not comp._over(target):
                 break
             stopped = tally.capped()

@@ -15,6 +15,7 @@ from test_compressor import compressor, export, make_store, synthetic_entries
 
 from memrefine_edge.decision import Decision
 from memrefine_edge.errors import BudgetError
+from memrefine_edge.facts import is_filler
 from memrefine_edge.methods import PairContext
 from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
@@ -64,8 +65,11 @@ def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
     out: list[str] = []
     kept: set[str] = set()
 
-    def last_fitting(i: str) -> bool:
-        return size[i] <= target and not any(size[j] <= target for j in live if j != i)
+    def keep(i: str) -> int:  # 2: fits alone and states something, 1: fits alone but small talk, 0: too large
+        return 0 if size[i] > target else 1 if is_filler(text[i]) else 2
+
+    def last_fitting(i: str) -> bool:  # no other live entry that fits alone (and states something, if i does)
+        return not any(keep(j) >= max(keep(i), 1) for j in live if j != i)
 
     for e in entries:
         if total <= target:
@@ -182,8 +186,9 @@ def test_strict_eviction_order_equals_a_naive_full_recompute(tmp_path, seed, rat
     entries[4] = Entry(id=entries[4].id, content="Ana: thanks a lot, awesome!")  # one filler
     with MemoryStore(tmp_path / "n.db") as store:
         store.add_many(entries)
-        # None: a budget only the smallest entry fits, which then is never evicted.
-        target = int(store.json_bytes() * ratio) if ratio else store.min_entry_json_bytes()
+        # None: a budget only the smallest entry that is not small talk fits, which then is never evicted.
+        target = int(store.json_bytes() * ratio) if ratio else min(
+            store.solo_size(e.id, "json") for e in entries if not is_filler(e.content))
         comp = compressor(store, ScriptedMethod(policy="preserve"), mode="strict")
         assert comp.run(budget_bytes=target).budget_met
         assert _evicted(store) == naive_eviction_order(entries, target)
