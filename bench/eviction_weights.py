@@ -12,6 +12,11 @@ observations and mem0-style text, once per weight, and measures answer recall@10
 * ``--test``: conv-43, 44, 47, weight 0 and the packaged weight, once.
 * ``--cap``: the packaged weight with and without ``EVICT_SIZE_CAPPED`` (an entry's bytes counted only up
   to the bytes the budget still needs), on tune and on test; the cap was added after the weight was chosen.
+* ``--count``: ``EVICT_COUNT_WEIGHT`` (of ``ln(1 + the number of last-copy words)``, added after the two
+  above) over ``--count-weights`` on tune (count weight 0: the order before the term), with what the tune
+  rule would choose; then count weight 0 and the packaged one scored once on test. The packaged count weight
+  is not the rule's choice but the size weight (the size term taken per word the eviction would lose, see
+  :mod:`memrefine_edge.eviction`): the runs say what it costs.
 
 The weight and the cap are module constants of the product; the script sets them for each run (nothing
 else changes).
@@ -19,6 +24,7 @@ else changes).
     python bench/eviction_weights.py            # ~10 min; LoCoMo from ../shared/data/locomo or MEMREFINE_LOCOMO
     python bench/eviction_weights.py --test     # ~4 min
     python bench/eviction_weights.py --cap      # ~8 min
+    python bench/eviction_weights.py --count    # ~14 min
 
 Writes ``bench/results/eviction_weights.json`` (``tune`` or ``test`` part; numbers only).
 """
@@ -44,15 +50,19 @@ TEST = ("conv-43", "conv-44", "conv-47")
 STORES = ("turns", "observations", "text")
 BUDGETS = ("0.5", "0.3")
 OUT = ROOT / "bench" / "results" / "eviction_weights.json"
+PACKAGED_COUNT = eviction.EVICT_COUNT_WEIGHT
 
 
-def measure(samples: tuple[str, ...], weight: float, encoder: object, cache: Path, *, capped: bool = True) -> dict:
-    """Strict runs of every store kind at one weight: ``{store: {budget: {...}}}``."""
+def measure(samples: tuple[str, ...], weight: float, encoder: object, cache: Path, *, capped: bool = True,
+            count: float | None = None) -> dict:
+    """Strict runs of every store kind at one weight: ``{store: {budget: {...}}}``. ``count``: the count
+    weight (None: the packaged one)."""
     from memrefine_edge.eval.harness import EvalConfig, run_eval
     from memrefine_edge.eval.report import summarize
 
     eviction.EVICT_UNIQUE_WEIGHT = weight
     eviction.EVICT_SIZE_CAPPED = capped
+    eviction.EVICT_COUNT_WEIGHT = PACKAGED_COUNT if count is None else count
     out: dict = {}
     for store in STORES:
         # One folder per store kind: its cache of base stores is reused by every weight.
@@ -64,9 +74,18 @@ def measure(samples: tuple[str, ...], weight: float, encoder: object, cache: Pat
     cells = [out[s][b] for s in STORES for b in BUDGETS]
     out["mean"] = {k: round(sum(c[k] for c in cells) / len(cells), 4) for k in ("answer_recall@1000", "presence")}
     mean = out["mean"]
-    print(f"weight {weight:g}{'' if capped else ' (uncapped)'}: mean answer recall@1000 "
+    print(f"weight {weight:g}{'' if capped else ' (uncapped)'}"
+          f"{'' if count is None else f', count weight {count:g}'}: mean answer recall@1000 "
           f"{mean['answer_recall@1000']:.4f}, presence {mean['presence']:.4f}", flush=True)
     return out
+
+
+def _choose(runs: dict, weights: list[float]) -> float:
+    """The tune rule: of the weights whose mean answer recall@1000 is not below weight 0's, the one with the
+    most mean presence (ties: the smaller weight)."""
+    floor = runs[f"{0.0:g}"]["mean"]["answer_recall@1000"] if 0.0 in weights else float("-inf")
+    ok = [w for w in weights if runs[f"{w:g}"]["mean"]["answer_recall@1000"] >= floor]
+    return max(ok, key=lambda w: (runs[f"{w:g}"]["mean"]["presence"], -w))
 
 
 def main() -> int:
@@ -74,6 +93,8 @@ def main() -> int:
     ap.add_argument("--weights", default="0,0.1,0.2,0.4", help="tune: the weights to try")
     ap.add_argument("--test", action="store_true", help="score weight 0 and the packaged weight on the test part")
     ap.add_argument("--cap", action="store_true", help="the packaged weight with and without the size cap")
+    ap.add_argument("--count", action="store_true", help="choose the count weight on tune, score it once on test")
+    ap.add_argument("--count-weights", default="0,0.05,0.1,0.2", help="--count: the count weights to try")
     args = ap.parse_args()
     from memrefine_edge.backends.encoder import OnnxEncoder
 
@@ -83,7 +104,21 @@ def main() -> int:
     result.update({"machine": machine_info(__version__), "stores": list(STORES), "budgets": list(BUDGETS),
                    "mode": "strict", "context_bytes": 1000, "packaged_weight": packaged})
     with tempfile.TemporaryDirectory(prefix="memrefine-evict-") as work:
-        if args.cap:
+        if args.count:
+            weights = [float(w) for w in args.count_weights.split(",")]
+            runs = {f"{w:g}": measure(TUNE, packaged, encoder, Path(work) / "tune", count=w) for w in weights}
+            chosen = _choose(runs, weights)
+            print(f"the tune rule's count weight: {chosen:g} (packaged: {PACKAGED_COUNT:g})")
+            test = {f"{w:g}": measure(TEST, packaged, encoder, Path(work) / "test", count=w)
+                    for w in dict.fromkeys((0.0, PACKAGED_COUNT))}
+            result["count"] = {"command": "python bench/eviction_weights.py --count --count-weights "
+                                          + args.count_weights, "weight": packaged,
+                               "packaged_count_weight": PACKAGED_COUNT, "machine": result["machine"],
+                               "tune": {"samples": list(TUNE), "runs": runs, "rule_choice": chosen,
+                                        "rule": "most mean presence among count weights whose mean answer "
+                                                "recall@1000 is not below count weight 0's"},
+                               "test": {"samples": list(TEST), "runs": test}}
+        elif args.cap:
             result["cap"] = {"command": "python bench/eviction_weights.py --cap", "weight": packaged, **{
                 part: {"samples": list(samples),
                        "uncapped": measure(samples, packaged, encoder, Path(work) / part, capped=False),
@@ -96,15 +131,14 @@ def main() -> int:
         else:
             weights = [float(w) for w in args.weights.split(",")]
             runs = {f"{w:g}": measure(TUNE, w, encoder, Path(work)) for w in weights}
-            floor = runs[f"{0.0:g}"]["mean"]["answer_recall@1000"] if 0.0 in weights else float("-inf")
-            ok = [w for w in weights if runs[f"{w:g}"]["mean"]["answer_recall@1000"] >= floor]
-            chosen = max(ok, key=lambda w: (runs[f"{w:g}"]["mean"]["presence"], -w))
+            chosen = _choose(runs, weights)
             result["tune"] = {"command": "python bench/eviction_weights.py --weights " + args.weights,
                               "samples": list(TUNE), "runs": runs, "chosen": chosen,
                               "rule": "most mean presence among weights whose mean answer recall@1000 is not "
                                       "below weight 0's"}
             print(f"chosen: {chosen:g} (packaged: {packaged:g})")
     eviction.EVICT_UNIQUE_WEIGHT, eviction.EVICT_SIZE_CAPPED = packaged, True
+    eviction.EVICT_COUNT_WEIGHT = PACKAGED_COUNT
     write_json(OUT, result)
     return 0
 

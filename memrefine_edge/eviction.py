@@ -7,17 +7,22 @@ one at a time, each eviction audited, least valuable first:
 1. pure filler (:func:`~memrefine_edge.facts.is_filler`), oldest first;
 2. then the most *redundant* entry left: the highest
    ``cos(entry, its nearest live neighbour) + EVICT_SIZE_WEIGHT * ln(bytes)
-   - EVICT_UNIQUE_WEIGHT * unique``
-   (bytes: the entry's JSON size without links; ``unique``: the share of
-   the entry's specific words -- names, numbers, dates, uncommon words,
-   :mod:`memrefine_edge.lastcopy` -- that no other live entry holds),
-   recomputed as neighbours and other copies go, so of two near-duplicates
-   one goes and the other, then alone, stays; ties go to the oldest. The
-   size term makes a long entry go before a short one equally well
-   covered: it frees more budget (under the ``json`` metric counted only up to
-   the bytes the budget still needs), and a short entry leaves more room in a
-   reader's context. The last-copy term makes an entry whose words the
-   store holds elsewhere go before one that is their only home.
+   - EVICT_COUNT_WEIGHT * ln(1 + last) - EVICT_UNIQUE_WEIGHT * last / specific``
+   (bytes: the entry's JSON size without links; ``specific``: the entry's
+   specific words -- names, numbers, dates, uncommon words,
+   :mod:`memrefine_edge.lastcopy` -- and ``last`` how many of them no other
+   live entry holds), recomputed as neighbours and other copies go, so of
+   two near-duplicates one goes and the other, then alone, stays; ties go to
+   the oldest. The size term makes a long entry go before a short one
+   equally well covered: it frees more budget (under the ``json`` metric
+   counted only up to the bytes the budget still needs), and a short entry
+   leaves more room in a reader's context. The last-copy terms make an
+   entry whose words the store holds elsewhere go before one that is their
+   only home: with the two weights equal, the size term is the entry's
+   bytes *per word it would take out of the store* (``ln(bytes / (1 +
+   last))``), so a long entry that is the only home of many words is not
+   taken first for its length, while the share keeps a short entry that
+   holds little but its own words.
 
 A strict run never empties the store to meet its budget. Before anything
 changes, a budget that no entry the run can keep fits alone is an error
@@ -38,7 +43,9 @@ per entry, and one of its specific words when it first comes near the
 top; what it costs is in the docs' benchmarks page).
 ``EVICT_SIZE_WEIGHT`` and ``EVICT_UNIQUE_WEIGHT`` were chosen on four
 LoCoMo dev conversations and checked on the other three
-(``bench/results/eval/strict_*``, ``bench/results/eviction_weights.json``).
+(``bench/results/eval/strict_*``, ``bench/results/eviction_weights.json``);
+``EVICT_COUNT_WEIGHT`` is the size weight by construction (not chosen on
+them), and what it moves was measured the same way (``count`` in that file).
 """
 
 from __future__ import annotations
@@ -62,8 +69,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .compressor import Compressor
     from .store import MemoryStore
 
-__all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "EVICT_SIZE_CAPPED", "Keep", "StrictFloor", "evict_to_budget",
-           "require_strict_floor", "strict_floor_bytes"]
+__all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "EVICT_COUNT_WEIGHT", "EVICT_SIZE_CAPPED", "Keep", "StrictFloor",
+           "evict_to_budget", "require_strict_floor", "strict_floor_bytes"]
 
 
 #: Strict-mode eviction: weight of ln(entry bytes) against the nearest-neighbour cosine
@@ -72,6 +79,10 @@ EVICT_SIZE_WEIGHT = 0.1
 #: Strict-mode eviction: weight of the share of an entry's specific words held nowhere else in the
 #: store (chosen on held-in LoCoMo conversations: the most answer presence without less answer recall).
 EVICT_UNIQUE_WEIGHT = 0.2
+#: Strict-mode eviction: weight of ln(1 + the number of an entry's specific words held nowhere else). Equal to
+#: EVICT_SIZE_WEIGHT, so the size term is ln(bytes per word the eviction would take out of the store): a long
+#: entry that is the only home of many words is not evicted first for its length.
+EVICT_COUNT_WEIGHT = 0.1
 #: Strict-mode eviction under the ``json`` metric: an entry's bytes count only up to the bytes the budget
 #: still needs (a large entry is not evicted for bytes beyond them; measured by bench/eviction_weights.py).
 EVICT_SIZE_CAPPED = True
@@ -307,7 +318,7 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
 
     def key(entry_id: str, room: int | None) -> tuple[float, int, str, str | None, float, tuple[int, int] | None]:
         """The entry's heap item. ``room``: the bytes the budget still needs, which cap the size term;
-        None gives the upper bound the heap starts from (no cap, no last-copy term: both only lower it),
+        None gives the upper bound the heap starts from (no cap, no last-copy terms: they only lower it),
         so an entry's words are extracted only when it comes near the top."""
         near = queue.nearest(entry_id) if entry_id in queue else None
         cos = near[1] if near is not None else -1.0  # alone, or not embedded: nothing covers it
@@ -319,7 +330,7 @@ def evict_to_budget(comp: Compressor, run_id: str, step: int, target: int, actio
         value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, freed))
         unique = None if room is None else only_here(entry_id)
         if unique is not None:
-            value -= EVICT_UNIQUE_WEIGHT * unique[0] / max(1, unique[1])
+            value -= EVICT_COUNT_WEIGHT * math.log1p(unique[0]) + EVICT_UNIQUE_WEIGHT * unique[0] / max(1, unique[1])
         return (-value, pos[entry_id], entry_id, None if near is None else str(near[0]), cos, unique)
 
     heap = [key(e.id, None) for e in ours]

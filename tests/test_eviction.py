@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_compressor import compressor, export, make_store, synthetic_entries
 
+from memrefine_edge.compressor import Compressor
 from memrefine_edge.decision import Decision
 from memrefine_edge.errors import BudgetError
 from memrefine_edge.facts import is_filler
@@ -49,7 +50,7 @@ def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
     from dataclasses import replace
 
     from memrefine_edge.entry import json_size
-    from memrefine_edge.eviction import EVICT_SIZE_WEIGHT, EVICT_UNIQUE_WEIGHT
+    from memrefine_edge.eviction import EVICT_COUNT_WEIGHT, EVICT_SIZE_WEIGHT, EVICT_UNIQUE_WEIGHT
     from memrefine_edge.facts import is_filler
     from memrefine_edge.lastcopy import content_keys, specific_keys
     from memrefine_edge.similarity import similarity_matrix
@@ -89,9 +90,10 @@ def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
             # Specific words of i that no other live entry holds, counted afresh.
             elsewhere = set().union(*(content_keys(text[j]) for j in live if j != i))
             specific = specific_keys(text[i])
-            unique = len(specific - elsewhere) / max(1, len(specific))
+            last = len(specific - elsewhere)
             freed = min(size[i], max(1, total - target))  # only the bytes the budget still needs count
-            value = cos + EVICT_SIZE_WEIGHT * math.log(freed) - EVICT_UNIQUE_WEIGHT * unique
+            value = (cos + EVICT_SIZE_WEIGHT * math.log(freed) - EVICT_COUNT_WEIGHT * math.log(1 + last)
+                     - EVICT_UNIQUE_WEIGHT * last / max(1, len(specific)))
             if best is None or value > best[0]:
                 best = (value, i)
         if last_fitting(best[1]):
@@ -241,3 +243,57 @@ def test_strict_eviction_never_evicts_the_last_entry_that_fits_alone(tmp_path):
         target = min(solo.values())  # only the smallest entries fit alone: the last of them stays
         report = comp.run(budget_bytes=target)
         assert report.budget_met and len(store) == 1 and solo[store.ids()[0]] == target
+
+
+class _TableEncoder(HashEncoder):
+    """Given texts get given vectors (unit rows of a small basis); any other text its hashed words."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        super().__init__(dim=64, model_id="table")
+        self.table = table
+
+    def embed_batch(self, texts):
+        out = super().embed_batch(texts)
+        for i, text in enumerate(texts):
+            if text in self.table:
+                out[i] = self.table[text] / np.linalg.norm(self.table[text])
+        return out
+
+
+def test_strict_eviction_does_not_take_the_only_home_of_many_words_first_for_its_size(tmp_path):
+    # A long diary entry, the store's only home of twelve rare words, whose nearest neighbour is not close
+    # (cos 0.69); and eleven pairs of short twins (cos 0.70 within a pair) whose words each twin also
+    # holds. The budget needs about the diary's bytes. Counted by its size, the diary went first (all its
+    # words lost with it) though one twin of each pair frees as much and loses no word.
+    rare = ["theremin", "falconry", "marquetry", "taxidermy", "glassblowing", "bonsai", "lacrosse", "geocaching",
+            "woodturning", "calligraphy", "snorkeling", "beekeeping"]
+    chat = ("Ana and Ben met at the club on Saturday and talked for a while about the weekend, the weather, "
+            "the kids, work and what to cook for dinner. ")
+    diary = Entry(id="diary", content="".join(chat + f"Ana told Ben she had tried {w} for the first time. "
+                                              for w in rare))
+    note = Entry(id="note", content="Ana and Ben met at the club on Saturday and talked about the weekend.")
+    topics = ["sailing", "chess", "tango", "pottery", "karaoke", "climbing", "rowing", "juggling", "curling",
+              "fencing", "quilting"]
+    twins = []
+    for t in topics:
+        twins += [Entry(id=f"{t}-1", content=f"Cleo and Dan took a {t} class together at the community centre."),
+                  Entry(id=f"{t}-2", content=f"At the community centre Cleo and Dan took a {t} class together.")]
+    basis = np.eye(64, dtype=np.float32)
+    table = {diary.content: basis[0], note.content: 0.69 * basis[0] + np.sqrt(1 - 0.69**2) * basis[1]}
+    for i in range(len(topics)):
+        a, b = basis[2 + 2 * i], basis[3 + 2 * i]
+        table[twins[2 * i].content] = a
+        table[twins[2 * i + 1].content] = 0.70 * a + np.sqrt(1 - 0.70**2) * b
+    with MemoryStore(tmp_path / "d.db") as store:
+        store.add_many([diary, note, *twins])
+        solo = {e.id: store.solo_size(e.id, "json") for e in (diary, *twins)}
+        assert solo["diary"] > 10 * max(solo[t.id] for t in twins)
+        target = store.json_bytes() - 1900  # most of the diary's bytes; one twin of each pair frees as much
+        comp = Compressor(store, encoder=_TableEncoder(table), method=ScriptedMethod(policy="preserve"),
+                          mode="strict", k=4)
+        assert comp.run(budget_bytes=target).budget_met
+        gone = _evicted(store)
+        assert "diary" in store and all(w in store.get("diary").content for w in rare), gone
+        assert all({f"{t}-1", f"{t}-2"} & set(store.ids()) for t in topics)  # one twin of each pair stays
+        reasons = [d.reason for d in store.journal.decisions() if d.action == "evict"]
+        assert len(reasons) == len(topics) and all(", 0 of " in r for r in reasons), reasons  # no word lost
