@@ -125,7 +125,7 @@ ITEMS: dict[str, tuple[str, ...]] = {
         "Chioma {likes|doesn't like} working night shifts.",
         "The café is {open|closed} on Mondays.",
         "Dad {can|can't} drive after the knee surgery.",
-        "Freya: I {have|haven't} [told|mentioned it to] Signe about the Oslo offer yet.",
+        "Freya: I {have already|haven't yet} [told Signe|talked to Signe] about the Oslo offer.",
         "Nell {wants|no longer wants} to be a vet.",
         "The insurance {covers|doesn't cover} dental check-ups.",
         "Walter {has|hasn't} sold the flat in Bath.",
