@@ -155,7 +155,7 @@ def require_strict_floor(store: MemoryStore, *, metric: str, target: int, embedd
         raise BudgetError(
             f"budget of {target:,} bytes ({metric}) cannot be met in strict mode without emptying the store: "
             f"the smallest entry it can keep takes {floor:,} bytes alone (small talk is evicted first); give "
-            "at least that, or use --mode paper")
+            "at least that, or compress in paper mode")
 
 
 def _first_stating(by_size: list[tuple[int, int, str, str]], count: int) -> list[tuple[int, str]]:
