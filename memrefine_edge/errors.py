@@ -17,6 +17,7 @@ wrong and, where there is one, how to fix it. The whole tree::
     │   ├── StoreReadOnlyError
     │   ├── StoreBusyError
     │   ├── StoreExistsError
+    │   ├── StoreReplacedError
     │   ├── SchemaError
     │   │   └── NotAStoreError
     │   ├── EntryNotFoundError (also KeyError)
@@ -72,6 +73,7 @@ __all__ = [
     "HistoryPurgedError",
     "EvalError",
     "StoreExistsError",
+    "StoreReplacedError",
     "EntryNotFoundError",
     "DuplicateIdError",
     "InvalidEntryError",
@@ -170,6 +172,15 @@ class JournalConflictError(StoreError):
 
 class StoreExistsError(StoreError):
     """A store was to be created at a path where another process created one meanwhile."""
+
+
+class StoreReplacedError(StoreError):
+    """The store's file was replaced (another file renamed over it), moved away or removed while open.
+
+    Writes would go to the file that was opened, which the path no longer
+    reaches: every write is refused, nothing is written. Close the store and
+    open the path again.
+    """
 
 
 class EntryNotFoundError(StoreError, KeyError):

@@ -34,6 +34,7 @@ class CommitGroup:
         store = self._store
         store._lock.acquire()  # held until the commit: other threads' writes wait for it
         try:
+            store._refuse_if_replaced()
             store._db.conn.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             store._lock.release()
@@ -59,6 +60,7 @@ class CommitGroup:
         self._opened = None
         try:
             if conn.in_transaction:  # SQLITE_FULL may have rolled everything back already
+                store._before_commit()
                 conn.execute("COMMIT")
                 self.commits += 1
         except BaseException as exc:

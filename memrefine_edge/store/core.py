@@ -45,9 +45,10 @@ from ..errors import (
     SchemaError,
     StoreError,
     StoreNotFoundError,
+    StoreReplacedError,
 )
 from .commits import CommitGroup
-from .files import APPLICATION_ID, check_store_file, connect, create_store_file
+from .files import APPLICATION_ID, OpenedFile, check_store_file, connect, create_store_file
 from .journal import RunJournal
 from .maintenance import COMPACT_SHARE, WAL_FILE_LIMIT_BYTES, MaintenanceMixin
 from .refusals import read_refusal, refusal
@@ -138,11 +139,13 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
             check_store_file(self.path)
         try:
             self._db = sqlite_utils.Database(connect(self.path, read_only=read_only))
+            #: The file this connection opened: a write is refused once the path names another (see _before_commit).
+            self._file = OpenedFile(self.path)
             conn = self._db.conn
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if read_only:
-                # SQLite refuses every change on this connection; opened read-write
-                # where it can be, the last connection still removes -wal/-shm at close.
+                # SQLite refuses every change on this connection. Opened read-write only where
+                # no write-ahead log is left to copy into the file (files.connect).
                 conn.execute("PRAGMA query_only = ON")
             if not read_only:
                 if _new_file:
@@ -179,6 +182,9 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
             self._db.conn.close()
             raise
         self._journal: RunJournal | None = None
+        # SQLite's data_version when this connection last checked its file before a commit: unchanged
+        # means no other connection has committed since (see _release_log).
+        self._others_version = self.data_version()
         #: Called with the store after every committed add (see upkeep.Upkeep).
         self.after_add: list[Callable[["MemoryStore"], object]] = []
 
@@ -187,10 +193,13 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
     def close(self) -> None:
         """Checkpoint the WAL and close the file."""
         if not self.read_only:
-            try:
-                self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except Exception:  # closing must not fail because another reader is busy
-                pass
+            if self._file.change() is not None:
+                self._release_log()
+            else:
+                try:
+                    self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except Exception:  # closing must not fail because another reader is busy
+                    pass
         self._db.conn.close()
 
     def __enter__(self) -> "MemoryStore":
@@ -285,6 +294,7 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
                 finally:
                     self._depth -= 1
                 return
+            self._refuse_if_replaced()
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:  # another writer held the lock past the busy timeout, say
@@ -293,6 +303,7 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
             self._in_tx = True
             try:
                 yield
+                self._before_commit()
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._roll_back(exc)
@@ -312,6 +323,8 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
                 conn.execute("ROLLBACK")
             except sqlite3.Error:  # the refusal may have ended the transaction already
                 pass
+        if isinstance(exc, StoreReplacedError):
+            self._release_log()
         self._raise_refusal(exc)
 
     def _end_write(self) -> None:

@@ -8,26 +8,84 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import NotAStoreError, StoreError
+from ..errors import NotAStoreError, StoreError, StoreReplacedError
 
-__all__ = ["APPLICATION_ID", "check_store_file", "create_store_file", "connect", "copy_store"]
+__all__ = ["APPLICATION_ID", "check_store_file", "create_store_file", "connect", "copy_store", "read_only_uri",
+           "OpenedFile"]
 
 #: ``PRAGMA application_id`` of every store this module creates ("MREF").
 APPLICATION_ID = 0x4D524546
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def read_only_uri(path: Path) -> str:
+    """The URI of a connection to ``path`` in SQLite's read-only mode, which never writes the file.
+
+    Where nothing can write the file (a read-only folder or file system) and
+    no write-ahead log is left, the file is opened immutable: SQLite then
+    needs no ``-shm`` file, which it could not create there.
+    """
+    real = Path(os.path.realpath(path))
+    immutable = not os.access(real.parent, os.W_OK) and not Path(f"{real}-wal").exists()
+    return Path(path).absolute().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+
+
 def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
+    """A connection to the store file at ``path``; ``read_only``: one that never writes the file.
+
+    A read-only connection finding a write-ahead log beside the file opens
+    in SQLite's read-only mode (:func:`read_only_uri`): it reads the log but
+    never copies it into the file, not at close either, as a read-write
+    connection that finds itself the last one would; and the log may not be
+    the file's own (another file renamed over one a writer still holds: the
+    log lies beside the path). With no log there is none to copy: where the
+    file and folder can be written it opens read-write (the caller makes it
+    ``query_only``), so that the ``-wal`` and ``-shm`` files it creates go
+    again at close instead of staying beside the store.
+    """
     if not read_only:
         return sqlite3.connect(str(path), check_same_thread=False)
-    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
-        return sqlite3.connect(str(path), check_same_thread=False)  # made query_only by the caller
-    # A read-only file or folder: SQLite's own read-only mode. Where nothing can
-    # write the file (a read-only folder or file system) and no WAL is left to
-    # read, the file is immutable: SQLite then needs no -shm it could not create.
-    immutable = not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists()
-    uri = path.absolute().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
-    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+    real = Path(os.path.realpath(path))
+    if not Path(f"{real}-wal").exists() and os.access(real, os.W_OK) and os.access(real.parent, os.W_OK):
+        return sqlite3.connect(str(path), check_same_thread=False)
+    return sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
+
+
+class OpenedFile:
+    """The file a store's connection opened, to notice another file renamed over it, or it moved or removed.
+
+    SQLite keeps writing to the file it opened, and keeps its write-ahead log
+    and shared-memory file beside the *path*: once the path names another
+    file, a write would be acknowledged into a file nothing reaches any more,
+    through a log the new file would read as its own. Compared by device and
+    inode of the real path (symbolic links resolved at open, as SQLite does),
+    with one ``stat`` call.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._real = os.path.realpath(path)
+        info = os.stat(self._real)
+        self._key = (info.st_dev, info.st_ino)
+
+    def change(self) -> str | None:
+        """None while the path still names the opened file; else what happened to it."""
+        try:
+            info = os.stat(self._real)
+        except (FileNotFoundError, NotADirectoryError):
+            return "moved away or removed"
+        except OSError:
+            return None  # a folder that cannot be searched any more: the write's own refusal says so
+        return None if (info.st_dev, info.st_ino) == self._key else "replaced by another file"
+
+    def check(self) -> None:
+        """Raise :class:`StoreReplacedError` unless the path still names the opened file."""
+        change = self.change()
+        if change is not None:
+            raise StoreReplacedError(
+                f"{self.path} was {change} while this store had it open, so nothing was written: the "
+                "write would have gone to the file that was opened, which that path no longer reaches. "
+                f"Close this store and open {self.path} again")
 
 
 def check_store_file(path: Path) -> None:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreReplacedError
 
 __all__ = ["MaintenanceMixin", "COMPACT_SHARE", "LONG_WRITE_WAL_BYTES", "WAL_FILE_LIMIT_BYTES"]
 
@@ -34,10 +34,51 @@ class MaintenanceMixin:
         _in_tx: bool
         read_only: bool
         path: Path
+        _file: Any  # files.OpenedFile
+        _others_version: int
 
         def _raise_refusal(self, exc: BaseException) -> None: ...
 
         def _apply_size_cap(self) -> None: ...
+
+    # --- the file replaced while open (see files.OpenedFile) -------------------------------------------
+
+    def _refuse_if_replaced(self) -> None:
+        """Before a write transaction begins: :class:`StoreReplacedError` if the path no longer names
+        the file this connection opened (see :class:`.files.OpenedFile`)."""
+        try:
+            self._file.check()
+        except StoreReplacedError:
+            self._release_log()
+            raise
+
+    def _before_commit(self) -> None:
+        """Inside a write transaction, just before its COMMIT: the same check (the caller rolls back on
+        the error), so no write is acknowledged into a file the path no longer reaches. One ``stat``."""
+        self._file.check()
+        # No other connection can commit while this one holds the write lock: whatever the log holds
+        # now was committed while the path still named this file.
+        self._others_version = self.data_version()
+
+    def _release_log(self) -> None:
+        """The file was replaced: take this connection's commits out of the write-ahead log.
+
+        The log lies beside the path, where the new file would read its pages
+        as its own (and a writer would copy them into it). A TRUNCATE
+        checkpoint copies them into the file this connection opened and
+        empties the log, but only when no other connection has committed since
+        this one last checked its file: a log that may hold the new file's own
+        commits is left alone. Best effort; never raises.
+        """
+        if self.read_only:
+            return
+        try:
+            if self.data_version() == self._others_version:
+                self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+
+    # --- upkeep -------------------------------------------------------------------------------------
 
     @contextmanager
     def long_write(self) -> Iterator[None]:
@@ -65,7 +106,7 @@ class MaintenanceMixin:
             yield
         finally:
             self.pragma("wal_autocheckpoint", before)
-            if not self._in_tx:
+            if not self._in_tx and self._file.change() is None:  # a replaced file's log: see _release_log
                 try:
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error:  # busy or full: the next automatic checkpoint does it
@@ -80,6 +121,7 @@ class MaintenanceMixin:
         :meth:`vacuum_room`).
         """
         with self._lock:
+            self._refuse_if_replaced()
             try:
                 self._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 self._db.conn.execute("VACUUM")
