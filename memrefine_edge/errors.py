@@ -18,6 +18,7 @@ wrong and, where there is one, how to fix it. The whole tree::
     │   ├── StoreBusyError
     │   ├── StoreExistsError
     │   ├── StoreReplacedError
+    │   ├── StorePathError
     │   ├── SchemaError
     │   │   └── NotAStoreError
     │   ├── EntryNotFoundError (also KeyError)
@@ -74,6 +75,7 @@ __all__ = [
     "EvalError",
     "StoreExistsError",
     "StoreReplacedError",
+    "StorePathError",
     "EntryNotFoundError",
     "DuplicateIdError",
     "InvalidEntryError",
@@ -180,6 +182,13 @@ class StoreReplacedError(StoreError):
     Writes would go to the file that was opened, which the path no longer
     reaches: every write is refused, nothing is written. Close the store and
     open the path again.
+    """
+
+
+class StorePathError(StoreError):
+    """The store's path names something other than a regular file (a folder, a FIFO, a device, a socket).
+
+    Refused before anything is opened or created beside it (no lock file).
     """
 
 

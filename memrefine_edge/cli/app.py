@@ -12,13 +12,14 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import MemRefineError, OptionConflictError
+from ..errors import ConfigurationError, MemRefineError, OptionConflictError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..pipeline import Backends
@@ -47,7 +48,35 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 
 def resolve_db(db_path: Path | None) -> Path:
-    return db_path if db_path is not None else default_db_path()
+    """The store path of a command (``--db``, else :func:`default_db_path`).
+
+    A path naming a FIFO, a device, a socket or a folder is refused here,
+    before any command opens it or creates anything beside it
+    (:class:`~memrefine_edge.errors.StorePathError`).
+    """
+    from ..store.files import check_path_kind
+
+    path = db_path if db_path is not None else default_db_path()
+    check_path_kind(path)
+    return path
+
+
+def store_settings() -> dict[str, Any]:
+    """The store settings every command takes from the environment, checked: ``MemoryStore`` keywords.
+
+    ``$MEMREFINE_MAX_FILE_BYTES`` (a whole number of bytes, at least 1; unset
+    or empty: no cap) and ``$MEMREFINE_SYNCHRONOUS`` (``NORMAL`` or ``FULL``,
+    any case). Anything else is a :class:`ConfigurationError` naming the
+    variable and its value.
+    """
+    cap = os.environ.get("MEMREFINE_MAX_FILE_BYTES", "").strip()
+    if cap and (not re.fullmatch(r"[0-9]+", cap) or int(cap) < 1):
+        raise ConfigurationError(f"MEMREFINE_MAX_FILE_BYTES must be a whole number of bytes, at least 1 (or unset "
+                                 f"for no cap), got {os.environ['MEMREFINE_MAX_FILE_BYTES']!r}; nothing was done")
+    sync = os.environ.get("MEMREFINE_SYNCHRONOUS", "")
+    if sync.strip().upper() not in ("", "NORMAL", "FULL"):
+        raise ConfigurationError(f"MEMREFINE_SYNCHRONOUS must be NORMAL or FULL, got {sync!r}; nothing was done")
+    return {"max_file_bytes": int(cap) if cap else None, "synchronous": sync.strip().upper() or "NORMAL"}
 
 
 def open_store(db_path: Path | None, *, create: bool = False, read_only: bool = False):
@@ -56,20 +85,13 @@ def open_store(db_path: Path | None, *, create: bool = False, read_only: bool = 
     ``$MEMREFINE_MAX_FILE_BYTES`` caps the database file for every command
     (``MemoryStore(max_file_bytes=...)``): a write that would pass it fails
     cleanly, with nothing written. ``$MEMREFINE_SYNCHRONOUS=FULL`` syncs every
-    commit to the disk (full durability through power loss).
+    commit to the disk (full durability through power loss). Both are
+    checked first (:func:`store_settings`).
     """
     from ..store import MemoryStore
 
-    cap = os.environ.get("MEMREFINE_MAX_FILE_BYTES")
-    try:
-        max_file_bytes = int(cap) if cap else None
-    except ValueError:
-        raise click.UsageError(f"MEMREFINE_MAX_FILE_BYTES must be a whole number of bytes, got {cap!r}") from None
-    synchronous = os.environ.get("MEMREFINE_SYNCHRONOUS", "NORMAL").upper()
-    if synchronous not in ("NORMAL", "FULL"):
-        raise click.UsageError(f"MEMREFINE_SYNCHRONOUS must be NORMAL or FULL, got {synchronous!r}")
-    return MemoryStore(resolve_db(db_path), create=create, read_only=read_only, max_file_bytes=max_file_bytes,
-                       synchronous=synchronous)
+    settings = store_settings()
+    return MemoryStore(resolve_db(db_path), create=create, read_only=read_only, **settings)
 
 
 def emit(data: Any, as_json: bool, human: str | None = None) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from .app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
+from .app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db, store_settings
 
 __all__ = ["import_cmd", "export_cmd", "stats_cmd", "search_cmd", "upgrade_cmd"]
 
@@ -43,6 +43,7 @@ def _import_into(db: Path, fill):
     """
     from ..store.files import create_store_file
 
+    store_settings()  # a malformed setting is refused before a folder or file is made for the new store
     if not db.exists():
         results = []
 

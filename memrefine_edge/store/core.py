@@ -39,6 +39,7 @@ import sqlite_utils
 
 from ..entry import Entry, is_lookup_key, json_size, stored_hash, validate_entry
 from ..errors import (
+    ConfigurationError,
     DuplicateIdError,
     EntryNotFoundError,
     InvalidEntryError,
@@ -48,7 +49,7 @@ from ..errors import (
     StoreReplacedError,
 )
 from .commits import CommitGroup
-from .files import APPLICATION_ID, OpenedFile, check_store_file, connect, create_store_file
+from .files import APPLICATION_ID, OpenedFile, check_path_kind, check_store_file, connect, create_store_file
 from .journal import RunJournal
 from .maintenance import COMPACT_SHARE, WAL_FILE_LIMIT_BYTES, MaintenanceMixin
 from .refusals import read_refusal, refusal
@@ -115,20 +116,19 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
     ) -> None:
         page_size = page_size or PAGE_SIZE
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size not in _PAGE_SIZES:
-            raise ValueError(f"page_size must be a power of two from 512 to 65536, got {page_size!r}")
+            raise ConfigurationError(f"page_size must be a power of two from 512 to 65536, got {page_size!r}")
         if max_file_bytes is not None and (
             isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes <= 0
         ):
-            raise ValueError(f"max_file_bytes must be a positive integer or None, got {max_file_bytes!r}")
+            raise ConfigurationError(f"max_file_bytes must be a positive integer or None, got {max_file_bytes!r}")
         if str(synchronous).upper() not in ("NORMAL", "FULL"):
-            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+            raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
         self.path = Path(path)
         #: The size cap asked for (bytes), or None.
         self.max_file_bytes = max_file_bytes
         #: Opened read-only: nothing is written to the file (a write raises).
         self.read_only = read_only
-        if self.path.exists() and self.path.is_dir():
-            raise StoreError(f"{self.path} is a directory, not a database file")
+        check_path_kind(self.path)  # a folder, a FIFO, a device: refused before anything opens it
         if not _new_file:
             if not self.path.exists():
                 if not create or read_only:

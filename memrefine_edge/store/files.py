@@ -5,17 +5,38 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import NotAStoreError, StoreError, StoreReplacedError
+from ..errors import NotAStoreError, StoreError, StorePathError, StoreReplacedError
 
-__all__ = ["APPLICATION_ID", "check_store_file", "create_store_file", "connect", "copy_store", "read_only_uri",
-           "OpenedFile"]
+__all__ = ["APPLICATION_ID", "check_path_kind", "check_store_file", "create_store_file", "connect", "copy_store",
+           "read_only_uri", "OpenedFile"]
 
 #: ``PRAGMA application_id`` of every store this module creates ("MREF").
 APPLICATION_ID = 0x4D524546
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_path_kind(path: Path) -> None:
+    """Raise :class:`StorePathError` if ``path`` names anything but a regular file (links followed).
+
+    A missing path passes (a store may be created there). Only ``stat`` is
+    used: a FIFO is never opened (that would wait for a writer forever), and
+    nothing is created beside a refused path.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing (or unreadable): opening it says what is wrong
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    raise StorePathError(f"{path} is {kind}, not a database file; nothing was opened or created. Give the "
+                         "path of a memory store file, or of a new one to create")
 
 
 def read_only_uri(path: Path) -> str:
@@ -157,6 +178,7 @@ def copy_store(src: Path, dst: Path) -> None:
     The source is read read-only; ``dst`` must not exist and is created
     private (0600): a copy holds everything the store holds.
     """
+    check_path_kind(Path(src))
     os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     source = sqlite3.connect(Path(src).absolute().as_uri() + "?mode=ro", uri=True)
     target = sqlite3.connect(str(dst))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunLockedError, StoreReadOnlyError
+from .files import check_path_kind
 
 __all__ = ["RunLock"]
 
@@ -18,14 +19,18 @@ class RunLock:
     ``flock`` on ``<db>.lock`` next to the real file (symbolic links
     resolved, so every path to one store shares one lock): the kernel
     releases it when the holder dies, so a crashed run never leaves the
-    store locked.
+    store locked. A store path that names anything but a regular file (a
+    FIFO, a device) is refused first (:class:`StorePathError`): no lock file
+    is created beside it.
     """
 
     def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)
         self.path = Path(os.path.realpath(db_path) + ".lock")
         self._fh: Any = None
 
     def __enter__(self) -> "RunLock":
+        check_path_kind(self.db_path)
         try:
             self._fh = open(self.path, "a+")
         except OSError as exc:
