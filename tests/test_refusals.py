@@ -233,6 +233,64 @@ def test_read_only_commands_work_on_a_read_only_file_system(tiny_fs, tmp_path):
     assert _export(db) == before
 
 
+def _remount_read_only(mnt: Path) -> None:
+    proc = subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot remount read-only here ({proc.stderr.strip()})")
+
+
+def _dry_run(db: Path) -> dict:
+    res = _cli("compress", "--db", str(db), "--budget", "0.5", "--dry-run", "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    report = json.loads(res.stdout)
+    assert report["dry_run"] and report["decisions"] > 0 and report["budget_met"]
+    return report
+
+
+def test_a_dry_run_works_on_a_read_only_file_system(tiny_fs):
+    db = tiny_fs / "s.db"
+    _sample_store(db)
+    before = _export(db)
+    entries = len(before.splitlines())
+    _remount_read_only(tiny_fs)
+    report = _dry_run(db)  # it only reads the store, and compresses a copy elsewhere
+    assert report["before"]["entries"] == entries and report["after"]["entries"] < entries
+    assert _export(db) == before and sorted(p.name for p in tiny_fs.iterdir()) == ["s.db"]
+
+
+def test_a_dry_run_on_a_read_only_file_system_reads_what_a_killed_writer_left_in_the_log(tiny_fs):
+    db = tiny_fs / "s.db"
+    _sample_store(db)
+    entries = len(_export(db).splitlines())
+    code = ("import os, sys\nfrom memrefine_edge.store import Entry, MemoryStore\n"
+            "s = MemoryStore(sys.argv[1], create=False)\n"
+            "s.add_many([Entry(id=f'late{i}', content=f'late note {i}: Ana moved to Porto.') for i in range(3)])\n"
+            "os.kill(os.getpid(), 9)\n")
+    killed = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    assert (tiny_fs / "s.db-wal").stat().st_size > 0
+    raw = {p.name: p.read_bytes() for p in tiny_fs.iterdir()}
+    _remount_read_only(tiny_fs)
+    assert _dry_run(db)["before"]["entries"] == entries + 3
+    assert {p.name: p.read_bytes() for p in tiny_fs.iterdir()} == raw
+
+
+def test_a_dry_run_works_in_a_read_only_folder(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes into a read-only folder all the same: the read-only mount tests cover this")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "s.db"
+    _sample_store(db)
+    before = _export(db)
+    folder.chmod(0o555)
+    try:
+        _dry_run(db)
+        assert _export(db) == before and sorted(p.name for p in folder.iterdir()) == ["s.db"]
+    finally:
+        folder.chmod(0o755)
+
+
 def test_a_store_held_by_another_writer_past_the_timeout_is_a_clear_error(tmp_path):
     db = tmp_path / "s.db"
     MemoryStore(db).close()

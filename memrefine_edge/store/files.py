@@ -133,7 +133,7 @@ def check_store_file(path: Path) -> None:
         raise NotAStoreError(f"{path} belongs to another application (SQLite application id {app_id:#x}); "
                              f"{untouched}")
     try:
-        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+        conn = sqlite3.connect(read_only_uri(path), uri=True)  # never writes: a foreign file stays untouched
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
@@ -175,12 +175,14 @@ def create_store_file(path: Path, initialise: Callable[[Path], None]) -> bool:
 def copy_store(src: Path, dst: Path) -> None:
     """A consistent copy of a store (WAL contents included) through SQLite's backup API.
 
-    The source is read read-only; ``dst`` must not exist and is created
-    private (0600): a copy holds everything the store holds.
+    The source is only read (:func:`connect`: also on a read-only file
+    system); ``dst`` must not exist and is created private (0600): a copy
+    holds everything the store holds.
     """
     check_path_kind(Path(src))
     os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    source = sqlite3.connect(Path(src).absolute().as_uri() + "?mode=ro", uri=True)
+    source = connect(Path(src), read_only=True)
+    source.execute("PRAGMA query_only = ON")
     target = sqlite3.connect(str(dst))
     try:
         source.backup(target)
