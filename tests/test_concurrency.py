@@ -237,3 +237,36 @@ def test_upkeep_on_add_skips_its_pass_while_another_process_compresses(stores):
             (report,) = upkeep.reports  # the lock is free again: the next add runs the pass
             assert report.budget_met and s.json_bytes() <= low
             assert s.integrity_check() == "ok" and s.journal.unfinished_run() is None
+
+
+_OPEN_AND_CLOSE = "import sys\nfrom memrefine_edge.store import MemoryStore\nMemoryStore(sys.argv[1], create=False).close()\n"
+_READ_IDS = ("import sys\nfrom memrefine_edge.store import MemoryStore\n"
+             "with MemoryStore(sys.argv[1], create=False, read_only=True) as s:\n    print(' '.join(s.ids()))\n")
+
+
+def test_a_second_store_on_the_same_file_keeps_the_first_ones_locks(tmp_path):
+    """Opening a store checks the file is one (its header): that read must not drop this process's SQLite locks.
+
+    Closing any descriptor of a file drops every POSIX lock the process holds on it, the locks SQLite's
+    connections hold included. Without them another process closing the store believes it was the last
+    and removes the write-ahead log the first store still writes to: its commits vanish for everyone else.
+    """
+    db = tmp_path / "memory.db"
+    MemoryStore(db).close()
+    first = MemoryStore(db, create=False)
+    try:
+        first.add(Entry(id="a", content="Ana likes green tea."))
+        second = MemoryStore(db, create=False)  # the same file again, in this process (a reader thread, say)
+        second.close()
+        other = subprocess.run([sys.executable, "-c", _OPEN_AND_CLOSE, str(db)], capture_output=True, text=True,
+                               timeout=TIMEOUT)
+        assert other.returncode == 0, other.stderr
+        assert Path(f"{db}-wal").exists()  # the other process knew it was not the last: the log stays
+        first.add(Entry(id="b", content="Ben likes black coffee."))
+        seen = subprocess.run([sys.executable, "-c", _READ_IDS, str(db)], capture_output=True, text=True,
+                              timeout=TIMEOUT)
+        assert seen.stdout.split() == ["a", "b"], seen.stderr  # the first store's commit, seen by others
+    finally:
+        first.close()
+    with MemoryStore(db, create=False) as store:
+        assert store.integrity_check() == "ok" and store.ids() == ["a", "b"]

@@ -16,7 +16,7 @@ __all__ = ["APPLICATION_ID", "check_path_kind", "check_store_file", "create_stor
 
 #: ``PRAGMA application_id`` of every store this module creates ("MREF").
 APPLICATION_ID = 0x4D524546
-_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SQLITE_CANTOPEN, _SQLITE_NOTADB = 14, 26
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
@@ -115,35 +115,56 @@ def check_store_file(path: Path) -> None:
     Reads only: a foreign file is refused untouched. A store is recognised by
     its application id, or (stores made before the id was set) by its
     migration table next to an ``entries`` table.
+
+    The file is read through SQLite, never through a descriptor of this
+    module's own: closing any descriptor of a file drops every POSIX lock
+    the process holds on it, those of the process's open SQLite connections
+    to the same store included (SQLite keeps its own descriptors open while
+    another of its connections holds a lock). Another process closing the
+    store would then take itself for the last one and remove the write-ahead
+    log the open stores still write to. The application id is read with the
+    file opened immutable (the main file alone: no lock, no ``-wal`` or
+    ``-shm`` made beside a foreign database); it is in the main file from
+    the moment a store is linked into place.
     """
+    untouched = "it was left untouched (pick another --db, or move the file away)"
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(100)
+        size = os.stat(path).st_size
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc}") from exc
-    untouched = "it was left untouched (pick another --db, or move the file away)"
-    if not head:
+    if not size:
         raise NotAStoreError(f"{path} is an empty file, not a memory store; {untouched}")
-    if not head.startswith(_SQLITE_MAGIC) or len(head) < 100:
-        raise NotAStoreError(f"{path} is not an SQLite database, so not a memory store; {untouched}")
-    app_id = int.from_bytes(head[68:72], "big")
+    app_id = _read_one(path, path.absolute().as_uri() + "?immutable=1", "PRAGMA application_id", untouched)[0][0]
     if app_id == APPLICATION_ID:
         return
     if app_id != 0:
         raise NotAStoreError(f"{path} belongs to another application (SQLite application id {app_id:#x}); "
                              f"{untouched}")
-    try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True)  # never writes: a foreign file stays untouched
-        try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise NotAStoreError(f"{path} is not a readable SQLite database ({exc}); {untouched}") from exc
+    # Read like any read-only open (the write-ahead log included): never written.
+    tables = {r[0] for r in _read_one(path, read_only_uri(path),
+                                      "SELECT name FROM sqlite_master WHERE type = 'table'", untouched)}
     if not {"_migrations", "entries"} <= tables:
         shown = ", ".join(sorted(tables)[:8]) or "none"
         raise NotAStoreError(f"{path} is an SQLite database of another application (tables: {shown}), not a "
                              f"memory store; {untouched}")
+
+
+def _read_one(path: Path, uri: str, sql: str, untouched: str) -> list[tuple]:
+    """The rows of one query on a connection of its own to ``path`` (a read-only ``uri``), for
+    :func:`check_store_file`: a file SQLite cannot read as a database is not a memory store."""
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        primary = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        if primary == _SQLITE_NOTADB:
+            raise NotAStoreError(f"{path} is not an SQLite database, so not a memory store; {untouched}") from exc
+        if primary == _SQLITE_CANTOPEN:
+            raise StoreError(f"cannot read {path}: {exc}") from exc
+        raise NotAStoreError(f"{path} is not a readable SQLite database ({exc}); {untouched}") from exc
 
 
 def create_store_file(path: Path, initialise: Callable[[Path], None]) -> bool:
