@@ -227,3 +227,29 @@ def test_a_store_opened_through_a_link_keeps_writing_when_the_link_is_pointed_el
         store.add(Entry(id="x", content="Ben likes black coffee."))
     assert _through_the_path(real)[1] == ["r0", "r1", "x"]
     assert _through_the_path(other)[1] == ["o0", "o1"]
+
+
+def test_a_compression_whose_file_is_replaced_mid_run_stops_and_the_new_file_stays_sound(tmp_path):
+    from crash_fakes import Config, make_campaign_store
+
+    cfg = Config("paper", budget=0.45)
+    db, new = tmp_path / "memory.db", tmp_path / "new.db"
+    make_campaign_store(db, n=cfg.n, seed=cfg.seed)
+    new_ids = _store(new, "new", 12)
+    worker = subprocess.Popen([sys.executable, str(HERE / "crash_worker.py"), str(db), *cfg.argv(), "--pause-every",
+                               "5"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not (line := worker.stdout.readline()).startswith("paused 5"):
+            assert line, worker.stderr.read()
+        os.replace(new, db)  # five decisions committed, the run lock held
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+        out, err = worker.communicate(timeout=TIMEOUT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == 1 and "StoreReplacedError" in err and "nothing was written" in err, (out, err)
+    assert "done" not in out
+    assert _file_alone(db, tmp_path / "alone") == ("ok", new_ids)
+    assert _through_the_path(db) == ("ok", new_ids)
