@@ -93,6 +93,11 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
     shrinks as usual but cannot grow. The cap belongs to this connection; it
     is not stored in the file.
 
+    The file must stay the one opened: once another file is renamed over it
+    (or it is moved or removed), every write raises
+    :class:`StoreReplacedError` and writes nothing; close the store and open
+    the path again.
+
     ``page_size`` is the SQLite page size of a store this call creates
     (default :data:`PAGE_SIZE`, 512 bytes; a power of two from 512 to 65536);
     an existing file keeps the one it was made with. Small pages keep a small

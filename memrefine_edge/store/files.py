@@ -1,4 +1,5 @@
-"""The store's file: recognising a store this module made, creating one atomically, connecting."""
+"""The store's file: what a store path may name, recognising a store this module made, creating one
+atomically, connecting, and noticing the file replaced while open."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def check_path_kind(path: Path) -> None:
         return  # missing (or unreadable): opening it says what is wrong
     if stat.S_ISREG(mode):
         return
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
     raise StorePathError(f"{path} is {kind}, not a database file; nothing was opened or created. Give the "
                          "path of a memory store file, or of a new one to create")
 
