@@ -118,6 +118,24 @@ def test_dev_null_is_refused_and_nothing_is_created_beside_it(tmp_path):
     assert _names(tmp_path) == []
 
 
+def test_a_run_lock_path_that_is_a_fifo_is_refused_with_a_clear_error(tmp_path):
+    db = tmp_path / "memory.db"
+    with MemoryStore(db) as store:
+        store.add(Entry(id="a", content="Ana likes green tea."))
+    before = db.read_bytes()
+    os.mkfifo(tmp_path / "memory.db.lock")
+    for args in (("compress", "--budget", "0.5"), ("undo", "run-1"), ("purge-history", "--yes")):
+        try:
+            res = subprocess.run([sys.executable, str(FAKE_CLI), *args, "--db", str(db)], capture_output=True,
+                                 text=True, timeout=SECONDS)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{args} waited on the FIFO for {SECONDS}s")
+        assert res.returncode == 1 and "Traceback" not in res.stderr, (args, res.stderr[-1500:])
+        assert res.stderr == (f"Error: the run lock {tmp_path / 'memory.db.lock'} is a FIFO (named pipe), not a "
+                              "lock file; nothing was changed. Remove it (the next run makes a new one)\n"), args
+    assert db.read_bytes() == before
+
+
 @contextmanager
 def _deadline(seconds: int):
     """Fail (instead of hanging the suite) if the block blocks on a FIFO."""

@@ -12,14 +12,26 @@ from pathlib import Path
 
 from ..errors import NotAStoreError, StoreError, StorePathError, StoreReplacedError
 
-__all__ = ["APPLICATION_ID", "check_path_kind", "check_store_file", "create_store_file", "connect", "copy_store",
-           "read_only_uri", "OpenedFile"]
+__all__ = ["APPLICATION_ID", "check_path_kind", "path_kind", "check_store_file", "create_store_file", "connect",
+           "copy_store", "read_only_uri", "OpenedFile"]
 
 #: ``PRAGMA application_id`` of every store this module creates ("MREF").
 APPLICATION_ID = 0x4D524546
 _SQLITE_CANTOPEN, _SQLITE_NOTADB = 14, 26
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def path_kind(path: Path) -> str | None:
+    """What ``path`` names when that is not a regular file ("a FIFO (named pipe)", ...); None for a regular
+    file or a missing path (links followed). Only ``stat`` is used: nothing is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # missing (or unreadable): opening it says what is wrong
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
 
 
 def check_path_kind(path: Path) -> None:
@@ -29,15 +41,10 @@ def check_path_kind(path: Path) -> None:
     used: a FIFO is never opened (that would wait for a writer forever), and
     nothing is created beside a refused path.
     """
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return  # missing (or unreadable): opening it says what is wrong
-    if stat.S_ISREG(mode):
-        return
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    raise StorePathError(f"{path} is {kind}, not a database file; nothing was opened or created. Give the "
-                         "path of a memory store file, or of a new one to create")
+    kind = path_kind(path)
+    if kind is not None:
+        raise StorePathError(f"{path} is {kind}, not a database file; nothing was opened or created. Give the "
+                             "path of a memory store file, or of a new one to create")
 
 
 def read_only_uri(path: Path) -> str:

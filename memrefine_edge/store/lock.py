@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunLockedError, StoreReadOnlyError
-from .files import check_path_kind
+from ..errors import RunLockedError, StorePathError, StoreReadOnlyError
+from .files import check_path_kind, path_kind
 
 __all__ = ["RunLock"]
 
@@ -21,7 +21,7 @@ class RunLock:
     releases it when the holder dies, so a crashed run never leaves the
     store locked. A store path that names anything but a regular file (a
     FIFO, a device) is refused first (:class:`StorePathError`): no lock file
-    is created beside it.
+    is created beside it; so is a lock path that names one.
     """
 
     def __init__(self, db_path: Path) -> None:
@@ -31,6 +31,10 @@ class RunLock:
 
     def __enter__(self) -> "RunLock":
         check_path_kind(self.db_path)
+        kind = path_kind(self.path)
+        if kind is not None:  # a FIFO or a folder cannot be locked (it was misreported as a read-only folder)
+            raise StorePathError(f"the run lock {self.path} is {kind}, not a lock file; nothing was changed. Remove "
+                                 "it (the next run makes a new one)")
         try:
             self._fh = open(self.path, "a+")
         except OSError as exc:
