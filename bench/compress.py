@@ -158,7 +158,7 @@ def synthetic_texts(n: int, seed: int = 0) -> list[str]:
 
 
 def _fake_method():
-    from memrefine_edge.decision import Decision
+    from memrefine_edge.core._decision import Decision
     from memrefine_edge.methods import Method
 
     class HashJudge(Method):
@@ -233,8 +233,8 @@ def child_encmem(spec: dict) -> dict:
     import numpy as np
     import onnxruntime as ort
 
-    from memrefine_edge.backends.encoder import OnnxEncoder
-    from memrefine_edge.importers import parse_file
+    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.store._formats import parse_file
 
     texts = [e.content for e in parse_file(LOCOMO, format="locomo-turns", sample_id=SAMPLE_ID)[0]]
     base = _rss_mb()
@@ -276,7 +276,7 @@ def child(spec: dict) -> dict:
         return child_encmem(spec)
     t_start = time.perf_counter()
     marks = {"start": round(_rss_mb(), 1)}
-    from memrefine_edge.compressor import Compressor
+    from memrefine_edge.engine._compressor import Compressor
     from memrefine_edge.store import Entry, MemoryStore
 
     tmp = Path(tempfile.mkdtemp(prefix="memrefine-bench-compress-"))
@@ -285,7 +285,7 @@ def child(spec: dict) -> dict:
         db = tmp / "store.db"
         store = MemoryStore(db)
         if spec["kind"] == "synthetic":
-            from memrefine_edge.merger import GuardedMerger
+            from memrefine_edge.judging._merger import GuardedMerger
             from memrefine_edge.testing import FakeMerger, HashEncoder
 
             texts = synthetic_texts(spec["n"])
@@ -297,8 +297,8 @@ def child(spec: dict) -> dict:
             else:
                 method, merger = _fake_method(), FakeMerger()
         else:
-            from memrefine_edge.importers import import_file, load_sample
-            from memrefine_edge.pipeline import PipelineConfig, build
+            from memrefine_edge.store._formats import import_file, load_sample
+            from memrefine_edge.engine._pipeline import PipelineConfig, build
 
             if spec["store"] == "sample":
                 load_sample(store)
@@ -468,7 +468,7 @@ def _encoder_memory() -> list[dict]:
 def _print_summary(real, scaling, naive, sizecheck, encmem, targets, load_start, load_end, real_only) -> None:
     """The tables a person reads; the JSON holds the same numbers."""
     from memrefine_edge import __version__
-    from memrefine_edge.eval.report import machine_info
+    from memrefine_edge.eval._report import machine_info
 
     print(f"\n{machine_info(__version__)['cpu']}, {os.cpu_count()} cores, load {load_start[0]:.2f} -> {load_end[0]:.2f}")
     print(f"{'run':36} {'N':>4} {'dec':>4} {'LLM':>4} {'ratio':>6} {'met':>3} {'wall s':>7} {'dec/s':>7} "
@@ -517,7 +517,7 @@ def _print_summary(real, scaling, naive, sizecheck, encmem, targets, load_start,
 
 def main() -> int:
     from memrefine_edge import __version__
-    from memrefine_edge.eval.report import machine_info
+    from memrefine_edge.eval._report import machine_info
 
     try:
         import psutil  # noqa: F401  (every child measures its RSS with it)

@@ -22,9 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from memrefine_edge import __version__  # noqa: E402
-from memrefine_edge.compressor import Compressor  # noqa: E402
-from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
-from memrefine_edge.pipeline import PipelineConfig, build  # noqa: E402
+from memrefine_edge.engine._compressor import Compressor  # noqa: E402
+from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
+from memrefine_edge.engine._pipeline import PipelineConfig, build  # noqa: E402
 from memrefine_edge.store import Entry, MemoryStore  # noqa: E402
 from memrefine_edge.testing import FakeBackends  # noqa: E402
 

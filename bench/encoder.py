@@ -41,9 +41,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 import build_encoder  # noqa: E402
 
-from memrefine_edge.backends.encoder import OnnxEncoder, load_tokenizer  # noqa: E402
-from memrefine_edge.errors import ModelNotFoundError  # noqa: E402
-from memrefine_edge.backends.model_files import model_path, sha256_file  # noqa: E402
+from memrefine_edge.backends._encoder import OnnxEncoder, load_tokenizer  # noqa: E402
+from memrefine_edge.core._errors import ModelNotFoundError  # noqa: E402
+from memrefine_edge.backends._model_files import model_path, sha256_file  # noqa: E402
 
 __all__ = ["main"]
 
@@ -81,7 +81,7 @@ def machine_info(threads: tuple[int, ...]) -> dict[str, object]:
     """CPU model, cores, threads used, library versions."""
     import onnxruntime
 
-    from memrefine_edge.eval.report import cpu_model
+    from memrefine_edge.eval._report import cpu_model
 
     cpu = cpu_model()
     return {
@@ -138,7 +138,7 @@ def peak_rss(path: Path, threads: int) -> dict[str, float]:
 import json, sys
 sys.path.insert(0, {str(REPO)!r})
 import psutil
-from memrefine_edge.backends.encoder import OnnxEncoder
+from memrefine_edge.backends._encoder import OnnxEncoder
 texts = json.loads(sys.stdin.read())
 proc = psutil.Process()
 base = proc.memory_info().rss

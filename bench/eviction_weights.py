@@ -2,7 +2,7 @@
 
 Strict mode evicts, after the judge has run out of candidate pairs, the entry with the highest
 ``cos(nearest live neighbour) + EVICT_SIZE_WEIGHT * ln(bytes) - EVICT_UNIQUE_WEIGHT * unique`` (``unique``:
-the share of the entry's specific words no other live entry holds; :mod:`memrefine_edge.eviction`). This
+the share of the entry's specific words no other live entry holds; :mod:`memrefine_edge.engine._eviction`). This
 script compresses the LoCoMo dev conversations in strict mode, chained to 50% and 30%, as turns,
 observations and mem0-style text, once per weight, and measures answer recall@1000 and answer presence.
 
@@ -16,7 +16,7 @@ observations and mem0-style text, once per weight, and measures answer recall@10
   above) over ``--count-weights`` on tune (count weight 0: the order before the term), with what the tune
   rule would choose; then count weight 0 and the packaged one scored once on test. The packaged count weight
   is not the rule's choice but the size weight (the size term taken per word the eviction would lose, see
-  :mod:`memrefine_edge.eviction`): the runs say what it costs.
+  :mod:`memrefine_edge.engine._eviction`): the runs say what it costs.
 
 The weight and the cap are module constants of the product; the script sets them for each run (nothing
 else changes).
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from _locomo import dev_json  # noqa: E402  (bench/ is the script's folder, first on sys.path)
 
 from memrefine_edge import __version__, eviction  # noqa: E402
-from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
+from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
 
 TUNE = ("conv-26", "conv-30", "conv-41", "conv-42")
 TEST = ("conv-43", "conv-44", "conv-47")
@@ -57,8 +57,8 @@ def measure(samples: tuple[str, ...], weight: float, encoder: object, cache: Pat
             count: float | None = None) -> dict:
     """Strict runs of every store kind at one weight: ``{store: {budget: {...}}}``. ``count``: the count
     weight (None: the packaged one)."""
-    from memrefine_edge.eval.harness import EvalConfig, run_eval
-    from memrefine_edge.eval.report import summarize
+    from memrefine_edge.eval._harness import EvalConfig, run_eval
+    from memrefine_edge.eval._report import summarize
 
     eviction.EVICT_UNIQUE_WEIGHT = weight
     eviction.EVICT_SIZE_CAPPED = capped
@@ -96,7 +96,7 @@ def main() -> int:
     ap.add_argument("--count", action="store_true", help="choose the count weight on tune, score it once on test")
     ap.add_argument("--count-weights", default="0,0.05,0.1,0.2", help="--count: the count weights to try")
     args = ap.parse_args()
-    from memrefine_edge.backends.encoder import OnnxEncoder
+    from memrefine_edge.backends._encoder import OnnxEncoder
 
     packaged = eviction.EVICT_UNIQUE_WEIGHT
     encoder = OnnxEncoder()

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_devset import DevPair, load_devset  # noqa: E402
 
-from memrefine_edge.errors import JudgeOutputError  # noqa: E402
-from memrefine_edge.judge import Decision, FactJudge, GuardedJudge, Judge, LlamaJudge  # noqa: E402
+from memrefine_edge.core._errors import JudgeOutputError  # noqa: E402
+from memrefine_edge.judging._judge import Decision, FactJudge, GuardedJudge, Judge, LlamaJudge  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -61,7 +61,7 @@ NOTES = """## Notes and caveats
 def machine() -> dict[str, Any]:
     import llama_cpp
 
-    from memrefine_edge.eval.report import cpu_model
+    from memrefine_edge.eval._report import cpu_model
 
     cpu = cpu_model()
     return {"platform": platform.platform(), "python": platform.python_version(), "cpu": cpu,
@@ -73,7 +73,7 @@ def act(d: Decision) -> str:
 
 
 def similarities(pairs: list[DevPair]) -> list[float]:
-    from memrefine_edge.backends.encoder import OnnxEncoder
+    from memrefine_edge.backends._encoder import OnnxEncoder
 
     enc = OnnxEncoder()
     va, vb = enc.embed([p.a for p in pairs]), enc.embed([p.b for p in pairs])
@@ -133,7 +133,7 @@ def evaluate(name: str, judge: Judge, pairs: list[DevPair], sims: list[float]) -
 
 
 def cmd_devset(args: argparse.Namespace) -> None:
-    from memrefine_edge.backends.encoder import OnnxEncoder
+    from memrefine_edge.backends._encoder import OnnxEncoder
 
     pairs = load_devset()
     sims = similarities(pairs)
@@ -194,7 +194,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def cmd_latency(args: argparse.Namespace) -> None:
-    from memrefine_edge.fastpath import fast_path
+    from memrefine_edge.judging._fastpath import fast_path
 
     pairs = [p for p in load_devset() if fast_path(p.a, p.b) is None][: args.pairs]
     info = machine()
@@ -250,8 +250,8 @@ def cmd_fastpath(args: argparse.Namespace) -> None:
 
     from judge_devset import _samples
 
-    from memrefine_edge.backends.encoder import OnnxEncoder
-    from memrefine_edge.fastpath import fast_path
+    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.judging._fastpath import fast_path
 
     enc = OnnxEncoder()
     per: list[dict[str, Any]] = []
@@ -289,8 +289,8 @@ def cmd_fastpath(args: argparse.Namespace) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
-    from memrefine_edge.judge import merge_instruction_for
-    from memrefine_edge.merger import GuardedMerger, LlamaMerger
+    from memrefine_edge.judging._judge import merge_instruction_for
+    from memrefine_edge.judging._merger import GuardedMerger, LlamaMerger
 
     pairs = [p for p in load_devset() if p.category == "complementary"][: args.pairs]
     out = []

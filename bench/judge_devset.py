@@ -18,7 +18,7 @@ Labels: ``ideal`` lists the ideal action(s) among ``delete_a``, ``delete_b``,
 ``merge``, ``preserve`` (two deletes when both copies are equal; preserve and
 merge when the pair is borderline); ``fact_losing`` lists the actions that
 would drop a fact held by only one side. A merge is counted as fact-safe at
-the judge level (the merger has its own guard, :mod:`memrefine_edge.merger`).
+the judge level (the merger has its own guard, :mod:`memrefine_edge.judging._merger`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the same decisions without the model (``bench/results/judge_devset.md``) and
 is used here so the sweep takes minutes, not hours. Per threshold and
 conversation (LoCoMo dev set as turns, read at run time; no text is written),
 the store is compressed through the budgets 0.7..0.3 in one chain (paper mode,
-deterministic merges) and measured with :mod:`memrefine_edge.eval.harness`:
+deterministic merges) and measured with :mod:`memrefine_edge.eval._harness`:
 realized json ratio and evidence recall@10. rulesim is the reference row.
 """
 
@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memrefine_edge.backends.encoder import OnnxEncoder  # noqa: E402
-from memrefine_edge.eval.harness import EvalConfig, run_eval  # noqa: E402
-from memrefine_edge.pipeline import PipelineConfig, build  # noqa: E402
+from memrefine_edge.backends._encoder import OnnxEncoder  # noqa: E402
+from memrefine_edge.eval._harness import EvalConfig, run_eval  # noqa: E402
+from memrefine_edge.engine._pipeline import PipelineConfig, build  # noqa: E402
 
 #: The shared data folder sits beside the repository.
 DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from memrefine_edge.pairs import PairQueue  # noqa: E402
+from memrefine_edge.index._pairs import PairQueue  # noqa: E402
 
 __all__ = ["main"]
 
@@ -44,7 +44,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "pairs.json"
 
 def machine_info() -> dict[str, object]:
     """CPU model, core count, numpy and BLAS versions."""
-    from memrefine_edge.eval.report import cpu_model
+    from memrefine_edge.eval._report import cpu_model
 
     cpu = cpu_model()
     blas: object = "unknown"

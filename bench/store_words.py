@@ -15,7 +15,7 @@ words, only the ones outside the first K thousand frequency ranks of the encoder
 least one such key refuses the delete). Word counts over the live entries are built before each
 compression and follow every delete and merge.
 
-``memrefine`` is the product's default, whose last-copy check (:mod:`memrefine_edge.lastcopy`) is
+``memrefine`` is the product's default, whose last-copy check (:mod:`memrefine_edge.text._lastcopy`) is
 ``msr10``; ``no-last-copy-check`` is the default judge without it (``compress --no-last-copy-check``);
 ``defer-last-copies`` refuses the same deletes but defers them (a preserve, the delete taken only when
 the candidate pairs run out above budget; ``compress --defer-last-copies``). ``--variants ""`` runs just
@@ -38,10 +38,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from memrefine_edge.decision import Decision  # noqa: E402
-from memrefine_edge.lastcopy import content_keys as keys  # noqa: E402  (names, numbers, dates, words)
-from memrefine_edge.lastcopy import specific_keys_among, stated_keys  # noqa: E402
-from memrefine_edge.methods.memrefine import MemRefineMethod  # noqa: E402
+from memrefine_edge.core._decision import Decision  # noqa: E402
+from memrefine_edge.text._lastcopy import content_keys as keys  # noqa: E402  (names, numbers, dates, words)
+from memrefine_edge.text._lastcopy import specific_keys_among, stated_keys  # noqa: E402
+from memrefine_edge.methods._memrefine import MemRefineMethod  # noqa: E402
 
 
 FIRST_WORD_ID = 1996  # the first whole word of BERT's vocabulary ("the"), as scripts/make_common_words.py
@@ -50,7 +50,7 @@ FIRST_WORD_ID = 1996  # the first whole word of BERT's vocabulary ("the"), as sc
 @lru_cache(maxsize=None)
 def common_words_top(top: int) -> frozenset[str]:
     """The words among the first ``top`` frequency ranks of the encoder's vocabulary."""
-    from memrefine_edge.backends.model_files import model_path
+    from memrefine_edge.backends._model_files import model_path
 
     vocab = json.loads(Path(model_path("tokenizer")).read_text(encoding="utf-8"))["model"]["vocab"]
     return frozenset(w for w, i in vocab.items() if FIRST_WORD_ID <= i < FIRST_WORD_ID + top)
@@ -58,7 +58,7 @@ def common_words_top(top: int) -> frozenset[str]:
 
 @lru_cache(maxsize=20000)
 def rare_stated_keys(text: str, top: int) -> frozenset[str]:
-    """The product's specific keys (:mod:`memrefine_edge.lastcopy`), with the first ``top`` ranks as common words."""
+    """The product's specific keys (:mod:`memrefine_edge.text._lastcopy`), with the first ``top`` ranks as common words."""
     return specific_keys_among(text, common_words_top(top))
 
 
@@ -90,7 +90,7 @@ class StoreWordGuard(MemRefineMethod):
             return d
         why = f"store-wide: last copy of {sorted(last)}"
         if self.fallback == "merge":
-            from memrefine_edge.judge import merge_instruction_for
+            from memrefine_edge.judging._judge import merge_instruction_for
 
             return Decision("merge", None, merge_instruction=merge_instruction_for(pair.a.content, pair.b.content),
                             reason=why, source="scorer")
@@ -99,7 +99,7 @@ class StoreWordGuard(MemRefineMethod):
 
 def factory(encoder: Any):
     """The harness's method factory: the default pipeline, with the guard for the variant names."""
-    from memrefine_edge.pipeline import PipelineConfig, build
+    from memrefine_edge.engine._pipeline import PipelineConfig, build
 
     def make(name: str, config: Any):
         off, defer = name == "no-last-copy-check", name == "defer-last-copies"
@@ -134,7 +134,7 @@ SPLIT = {"tune": {"conv-26", "conv-30", "conv-41", "conv-42"}, "test": {"conv-43
 
 def pooled(results: dict) -> dict:
     """The harness's pooled numbers per method and budget (:func:`summarize`), with the actions taken."""
-    from memrefine_edge.eval.report import summarize
+    from memrefine_edge.eval._report import summarize
 
     summary = summarize(results)
     rows = []
@@ -162,8 +162,8 @@ def pooled(results: dict) -> dict:
 
 
 def main() -> None:
-    from memrefine_edge.backends.encoder import OnnxEncoder
-    from memrefine_edge.eval.harness import EvalConfig, run_eval
+    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.eval._harness import EvalConfig, run_eval
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variants", default="p1,m1,p2,m2,m3,ps1,ms1,ms2,msr5,msr15,psr10",

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .methods import Method
+    from memrefine_edge.methods import Method
 
 import numpy as np
 
-from .backends.encoder import Encoder
+from memrefine_edge.backends._encoder import Encoder
 
 __all__ = ["HashEncoder"]
 
@@ -55,10 +55,10 @@ class HashEncoder(Encoder):
 
 # --- judge and merger fakes -------------------------------------------------------
 
-from .decision import Decision  # noqa: E402
-from .errors import JudgeOutputError  # noqa: E402
-from .judge import Judge  # noqa: E402
-from .merger import MergedEntry, Merger  # noqa: E402
+from memrefine_edge.core._decision import Decision  # noqa: E402
+from memrefine_edge.core._errors import JudgeOutputError  # noqa: E402
+from memrefine_edge.judging._judge import Judge  # noqa: E402
+from memrefine_edge.judging._merger import MergedEntry, Merger  # noqa: E402
 
 
 class ScriptedJudge(Judge):
@@ -129,18 +129,18 @@ __all__ += ["ScriptedJudge", "InvalidOutputJudge", "AlwaysJudge", "FakeMerger"]
 
 # --- the whole pipeline, without models ---------------------------------------------------
 
-from .pipeline import Backends, PipelineConfig  # noqa: E402
+from memrefine_edge.engine._pipeline import Backends, PipelineConfig  # noqa: E402
 
 
 class FakeBackends(Backends):
-    """:class:`~memrefine_edge.pipeline.Backends` that load no model.
+    """:class:`~memrefine_edge.engine._pipeline.Backends` that load no model.
 
     By default: :class:`HashEncoder`, the model-free judge (the default
     redundancy scorer, or the fact judge when ``judge_model="fact"``; any
     other model name or path is not loaded) and the deterministic merge. Pass any of
     ``encoder``, ``method``, ``merger`` to use that object instead (it is
     returned as is, for every command). Hand it to
-    ``memrefine_edge.pipeline.build(..., backends=...)``, to the command line
+    ``memrefine_edge.engine._pipeline.build(..., backends=...)``, to the command line
     as ``main(argv, backends=...)``, or to click's runner as ``obj=``.
     """
 
@@ -152,7 +152,7 @@ class FakeBackends(Backends):
         return self._encoder if self._encoder is not None else HashEncoder()
 
     def judge(self, config: PipelineConfig) -> Judge:
-        from .judge import default_judge
+        from memrefine_edge.judging._judge import default_judge
 
         name = "fact" if config.judge_model == "fact" else "none"
         return default_judge(name, merge_min_similarity=config.merge_min_similarity)
@@ -161,7 +161,7 @@ class FakeBackends(Backends):
         return self._method if self._method is not None else super().method(config)
 
     def merger(self, config: PipelineConfig) -> Merger:
-        from .merger import GuardedMerger
+        from memrefine_edge.judging._merger import GuardedMerger
 
         return self._merger if self._merger is not None else GuardedMerger(None)
 

@@ -1,6 +1,6 @@
 """A numpy reference BERT forward pass (no torch), for fidelity checks and the builder.
 
-This is not on any runtime path: :class:`~memrefine_edge.backends.encoder.OnnxEncoder`
+This is not on any runtime path: :class:`~memrefine_edge.backends._encoder.OnnxEncoder`
 never imports it. It exists so the fp32 reference embeddings of
 all-MiniLM-L6-v2 can be computed from the safetensors weights alone, and so
 ``scripts/build_encoder.py`` has a second, independent implementation to check

@@ -49,8 +49,8 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from bert_numpy import BertConfig, bert_forward, load_safetensors, mean_pool  # noqa: E402
-from memrefine_edge.backends.encoder import OnnxEncoder, load_tokenizer  # noqa: E402
-from memrefine_edge.backends.model_files import model_path, models_dir, sha256_file  # noqa: E402
+from memrefine_edge.backends._encoder import OnnxEncoder, load_tokenizer  # noqa: E402
+from memrefine_edge.backends._model_files import model_path, models_dir, sha256_file  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "encoder"
 FP32_NAME = "all-MiniLM-L6-v2-fp32.onnx"
@@ -404,10 +404,10 @@ def install(out_dir: Path, *, log: Callable[[str], None] = print) -> int:
 
     Idempotent: an int8 file whose record matches the reference weights, the
     recipe and the file's sha256 is left alone. The record (``<file>.build.json``)
-    is what makes the file the default (``memrefine_edge.backends.model_files.default_encoder_path``);
+    is what makes the file the default (``memrefine_edge.backends._model_files.default_encoder_path``);
     it is written last, and only when the fidelity check passes.
     """
-    from memrefine_edge.backends.model_files import BUILT_ENCODER_FILE
+    from memrefine_edge.backends._model_files import BUILT_ENCODER_FILE
 
     target = out_dir / BUILT_ENCODER_FILE
     record = target.with_name(target.name + ".build.json")

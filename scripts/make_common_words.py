@@ -6,7 +6,7 @@ BERT's uncased WordPiece vocabulary (the tokenizer of all-MiniLM-L6-v2, Apache-2
 ``memrefine models fetch``) lists its tokens, after the special and single-character ones (ids below
 1996), in the order of their frequency in the corpus it was built from. The first ``--top`` of those
 ranks that are whole lower-case words (not ``##`` pieces) are the package's common words: the last-copy
-check (:mod:`memrefine_edge.lastcopy`) treats every other word as specific. The file is small (one word
+check (:mod:`memrefine_edge.text._lastcopy`) treats every other word as specific. The file is small (one word
 a line) and committed, so the check needs no model file.
 """
 
@@ -25,7 +25,7 @@ FIRST_WORD_ID = 1996  # "the": everything before is [PAD], [unusedN], [CLS]... a
 
 
 def main() -> int:
-    from memrefine_edge.backends.model_files import model_path
+    from memrefine_edge.backends._model_files import model_path
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=10_000, help="vocabulary ranks counted as common [10000]")

@@ -32,7 +32,7 @@ DATA = REPO / "memrefine_edge" / "data"
 
 
 def main() -> int:
-    from memrefine_edge.facts import _COMMON_SUFFIX
+    from memrefine_edge.text._facts import _COMMON_SUFFIX
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dict", type=Path, default=Path("/usr/share/dict/american-english"),

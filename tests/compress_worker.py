@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memrefine_edge.compressor import Compressor  # noqa: E402
+from memrefine_edge.engine._compressor import Compressor  # noqa: E402
 from memrefine_edge.store import MemoryStore  # noqa: E402
 from memrefine_edge.testing import HashEncoder  # noqa: E402
 

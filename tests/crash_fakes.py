@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from memrefine_edge.compressor import Compressor, CompressionReport
-from memrefine_edge.decision import Decision
+from memrefine_edge.engine._compressor import Compressor, CompressionReport
+from memrefine_edge.core._decision import Decision
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.store.journal import unpack_text
+from memrefine_edge.store._journal import unpack_text
 from memrefine_edge.testing import HashEncoder
 
 from fakes import ConcatMerger

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from memrefine_edge.errors import MemRefineError
+from memrefine_edge.core._errors import MemRefineError
 from memrefine_edge.store import Entry, MemoryStore
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memrefine_edge.compressor import Compressor, Upkeep  # noqa: E402
+from memrefine_edge.engine._compressor import Compressor, Upkeep  # noqa: E402
 from memrefine_edge.store import Entry, MemoryStore  # noqa: E402
 from memrefine_edge.testing import HashEncoder  # noqa: E402
 

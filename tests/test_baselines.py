@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memrefine_edge.methods.rules import (
+from memrefine_edge.methods._rules import (
     MERGE_INSTRUCTION,
     RuleOptionError,
     RulePR,
@@ -20,10 +20,10 @@ from memrefine_edge.methods.rules import (
     link_edges,
     pagerank,
 )
-from memrefine_edge.compressor import Compressor
-from memrefine_edge.decision import Decision
+from memrefine_edge.engine._compressor import Compressor
+from memrefine_edge.core._decision import Decision
 from memrefine_edge.methods import PairContext, get_method, method_names
-from memrefine_edge.pairs import similarity_matrix
+from memrefine_edge.index._pairs import similarity_matrix
 from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from memrefine_edge.budget import get_budget, set_budget
+from memrefine_edge.store._budget import get_budget, set_budget
 from memrefine_edge.cli import cli
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import FakeBackends, HashEncoder

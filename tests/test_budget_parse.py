@@ -9,11 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from memrefine_edge import budget as budgets
-from memrefine_edge.budget import get_budget, parse_budget, resolve_target, set_budget
+from memrefine_edge.store._budget import get_budget, parse_budget, resolve_target, set_budget
 from memrefine_edge.cli import cli
-from memrefine_edge.errors import BudgetError
+from memrefine_edge.core._errors import BudgetError
 from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.upkeep import Upkeep
+from memrefine_edge.engine._upkeep import Upkeep
 
 from test_compress_cmds import fake
 from test_compressor import compressor, make_store

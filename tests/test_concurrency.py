@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from memrefine_edge.compressor import Upkeep
-from memrefine_edge.errors import RunLockedError
+from memrefine_edge.engine._compressor import Upkeep
+from memrefine_edge.core._errors import RunLockedError
 from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memrefine_edge.eval.context import (
+from memrefine_edge.eval._context import (
     StoreText,
     answer_presence,
     answer_tokens,
@@ -13,8 +13,8 @@ from memrefine_edge.eval.context import (
     score_context,
     text_tokens,
 )
-from memrefine_edge.eval.floors import evict_floor
-from memrefine_edge.eval.harness import recall_of, top_k
+from memrefine_edge.eval._floors import evict_floor
+from memrefine_edge.eval._harness import recall_of, top_k
 from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
 

@@ -18,9 +18,9 @@ from typing import Sequence
 import numpy as np
 import pytest
 
-from memrefine_edge.backends.encoder import Encoder, OnnxEncoder, load_tokenizer
-from memrefine_edge.errors import InvalidEntryError, ModelLoadError, ModelNotFoundError
-from memrefine_edge.backends.model_files import default_encoder_path, model_path, models_dir, sha256_file
+from memrefine_edge.backends._encoder import Encoder, OnnxEncoder, load_tokenizer
+from memrefine_edge.core._errors import InvalidEntryError, ModelLoadError, ModelNotFoundError
+from memrefine_edge.backends._model_files import default_encoder_path, model_path, models_dir, sha256_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "encoder"
 BUILT_INT8 = "all-MiniLM-L6-v2-int8-dynamic-pc.onnx"  # scripts/build_encoder.py output, if built
@@ -84,7 +84,7 @@ def test_parallel_workers_give_the_same_rows_in_input_order() -> None:
 
 
 def test_import_does_not_load_onnxruntime() -> None:
-    code = "import sys, memrefine_edge.backends.encoder; print('onnxruntime' in sys.modules, 'tokenizers' in sys.modules)"
+    code = "import sys, memrefine_edge.backends._encoder; print('onnxruntime' in sys.modules, 'tokenizers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
@@ -139,7 +139,7 @@ def test_shape_dtype_unit_norm(encoder: OnnxEncoder) -> None:
 
 @pytest.mark.models
 def test_model_id_names_the_file_and_its_hash(encoder: OnnxEncoder, packaged: OnnxEncoder) -> None:
-    from memrefine_edge.backends.model_files import manifest
+    from memrefine_edge.backends._model_files import manifest
 
     assert encoder.model_file == default_encoder_path()
     assert encoder.model_id == f"{encoder.model_file.stem}@{sha256_file(encoder.model_file)[:12]}"

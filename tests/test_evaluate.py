@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from fakes import ConcatMerger
 
-from memrefine_edge.decision import Decision
-from memrefine_edge.errors import EvalError, MemRefineError
-from memrefine_edge.eval.harness import (
+from memrefine_edge.core._decision import Decision
+from memrefine_edge.core._errors import EvalError, MemRefineError
+from memrefine_edge.eval._harness import (
     Answerer,
     EvalConfig,
     Question,
@@ -273,8 +273,8 @@ def test_top_k_ties_break_by_insertion_order():
 
 
 def test_a_missing_answer_model_file_is_reported_at_construction(tmp_path):
-    from memrefine_edge.errors import ModelNotFoundError
-    from memrefine_edge.eval.harness import LlamaAnswerer
+    from memrefine_edge.core._errors import ModelNotFoundError
+    from memrefine_edge.eval._harness import LlamaAnswerer
 
     with pytest.raises(ModelNotFoundError, match="nope.gguf"):
         LlamaAnswerer(model_path=tmp_path / "nope.gguf")

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_compressor import compressor, export, make_store, synthetic_entries
 
-from memrefine_edge.compressor import Compressor
-from memrefine_edge.decision import Decision
-from memrefine_edge.errors import BudgetError
-from memrefine_edge.facts import is_filler
+from memrefine_edge.engine._compressor import Compressor
+from memrefine_edge.core._decision import Decision
+from memrefine_edge.core._errors import BudgetError
+from memrefine_edge.text._facts import is_filler
 from memrefine_edge.methods import PairContext
 from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
@@ -49,14 +49,14 @@ def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
     import math
     from dataclasses import replace
 
-    from memrefine_edge.entry import json_size
-    from memrefine_edge.eviction import EVICT_COUNT_WEIGHT, EVICT_SIZE_WEIGHT, EVICT_UNIQUE_WEIGHT
-    from memrefine_edge.facts import is_filler
-    from memrefine_edge.lastcopy import content_keys, specific_keys
-    from memrefine_edge.similarity import similarity_matrix
+    from memrefine_edge.core._entry import json_size
+    from memrefine_edge.engine._eviction import EVICT_COUNT_WEIGHT, EVICT_SIZE_WEIGHT, EVICT_UNIQUE_WEIGHT
+    from memrefine_edge.text._facts import is_filler
+    from memrefine_edge.text._lastcopy import content_keys, specific_keys
+    from memrefine_edge.index._similarity import similarity_matrix
 
     enc = HashEncoder()
-    from memrefine_edge.store.vectors import decode_embedding, encode_embedding  # the stored (int8) vectors
+    from memrefine_edge.store._vectors import decode_embedding, encode_embedding  # the stored (int8) vectors
 
     vec = {e.id: decode_embedding(encode_embedding(enc.embed([e.content])[0])) for e in entries}
     size = {e.id: json_size(replace(e, links=())) for e in entries}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memrefine_edge.facts import (
+from memrefine_edge.text._facts import (
     covers,
     extract,
     fact_overlap,
@@ -15,7 +15,7 @@ from memrefine_edge.facts import (
     stem,
     strip_speaker,
 )
-from memrefine_edge.bindings import describe
+from memrefine_edge.text._bindings import describe
 
 
 def test_speaker_prefix_is_split_and_kept_as_a_name():
@@ -59,7 +59,7 @@ def test_a_plain_word_at_a_sentence_start_no_longer_blocks_a_covering_delete():
                                          ("caroline", False), ("paris", False), ("iphone", False),
                                          ("zzqx", False), ("", False)])
 def test_plain_words_are_dictionary_words_never_written_capitalised(word, plain):
-    from memrefine_edge.facts import is_plain_word
+    from memrefine_edge.text._facts import is_plain_word
 
     assert is_plain_word(word) is plain
 
@@ -150,7 +150,7 @@ def test_speaker_labels_inside_a_merged_entry_are_names():
 
 
 def test_sentence_words_agree_with_the_entry_level_extractor():
-    from memrefine_edge.facts import extract, is_filler, sentence_words
+    from memrefine_edge.text._facts import extract, is_filler, sentence_words
 
     for sentence in ["Thanks, Maria!", "Ana: I adopted a cat named Tom last week.", "", "   ",
                      "We didn't go to Paris in May.", "Hey Gina, how are you doing?", "I ran 5K on Sunday."]:
@@ -169,7 +169,7 @@ def test_sentence_words_agree_with_the_entry_level_extractor():
     "Jon: Bye!",
 ])
 def test_sentence_scans_agree_with_each_sentence_scanned_alone(text):
-    from memrefine_edge.facts import _SENTENCE, fact_sentences, sentence_scans, sentence_words, strip_speaker
+    from memrefine_edge.text._facts import _SENTENCE, fact_sentences, sentence_scans, sentence_words, strip_speaker
 
     _, body = strip_speaker(text)
     sentences = [s.strip() for s in _SENTENCE.split(body) if s.strip()]
@@ -178,7 +178,7 @@ def test_sentence_scans_agree_with_each_sentence_scanned_alone(text):
 
 
 def test_stated_words_leave_out_small_talk_and_questions():
-    from memrefine_edge.facts import sentence_scans, sentence_words, stated_words
+    from memrefine_edge.text._facts import sentence_scans, sentence_words, stated_words
 
     text = "Melanie: Hey! I painted a lake sunrise. Did you go kayaking? We adopted a puppy named Max."
     assert stated_words(sentence_scans(text)) == (sentence_words("I painted a lake sunrise.")[1]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memrefine_edge.fastpath import fast_path
+from memrefine_edge.judging._fastpath import fast_path
 
 
 def test_fast_path_exact_and_normalised_duplicates():

@@ -31,11 +31,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.control import currently_in_test_context, event
 from hypothesis import strategies as st
 
-import memrefine_edge.cli.store_cmds  # noqa: F401  (registers the store commands on `cli`)
+import memrefine_edge.cli._store_cmds  # noqa: F401  (registers the store commands on `cli`)
 from memrefine_edge.cli import cli
-from memrefine_edge.compressor import Compressor
-from memrefine_edge.entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, MAX_METADATA_DEPTH
-from memrefine_edge.errors import (
+from memrefine_edge.engine._compressor import Compressor
+from memrefine_edge.core._entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, MAX_METADATA_DEPTH
+from memrefine_edge.core._errors import (
     EntryNotFoundError,
     ExportError,
     ImportFormatError,
@@ -44,10 +44,10 @@ from memrefine_edge.errors import (
     MergeOutputError,
     StoreFullError,
 )
-from memrefine_edge.facts import missing_facts
-from memrefine_edge.importers import FORMATS, export_jsonl, import_file, parse_file
-from memrefine_edge.judge import MAX_ENTRY_CHARS, Decision, GuardedJudge, Judge, build_messages
-from memrefine_edge.merger import GuardedMerger, MergedEntry, Merger, build_merge_messages
+from memrefine_edge.text._facts import missing_facts
+from memrefine_edge.store._formats import FORMATS, export_jsonl, import_file, parse_file
+from memrefine_edge.judging._judge import MAX_ENTRY_CHARS, Decision, GuardedJudge, Judge, build_messages
+from memrefine_edge.judging._merger import GuardedMerger, MergedEntry, Merger, build_merge_messages
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import Entry, MemoryStore, validate_entry
 from memrefine_edge.testing import HashEncoder
@@ -759,7 +759,7 @@ def test_export_to_an_unwritable_place(tmp_path, tmp_store):
 
 def test_judge_pairs_file_with_hostile_lines(tmp_path):
     """`judge-pairs` reads its file through the same JSON-lines reader: every bad line is a typed error."""
-    from memrefine_edge.cli.judge_cmds import read_pairs
+    from memrefine_edge.cli._judge_cmds import read_pairs
 
     for line, match in [('{"id": 1, "a": "Ana \\ud800", "b": "Ben"}', "'a' is not valid Unicode"),
                         ('{"id": 1, "a": "Ana", "b": ' + "[" * 100_000, "nested too deeply"),
@@ -855,7 +855,7 @@ def test_chat_template_cannot_be_steered_by_an_entry():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    from memrefine_edge.backends.llama import _CHATML
+    from memrefine_edge.backends._llama import _CHATML
 
     fmt = Jinja2ChatFormatter(template=_CHATML, eos_token="<|im_end|>", bos_token="")
     a, b = " ".join(INJECTIONS), "Ben plays the cello."
@@ -868,8 +868,8 @@ def test_chat_template_cannot_be_steered_by_an_entry():
 def test_real_tokenizer_sees_no_injected_control_tokens():
     """With the bundled GGUF's own template and tokenizer, an injected entry adds no special token."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from memrefine_edge.errors import ModelError
-    from memrefine_edge.backends.llama import chat_prompt, load_llama, tokenize
+    from memrefine_edge.core._errors import ModelError
+    from memrefine_edge.backends._llama import chat_prompt, load_llama, tokenize
 
     try:
         llm = load_llama()
@@ -974,8 +974,8 @@ def _run_isolated(code: str) -> dict:
 
 
 def _manifest_file(name: str) -> Path | None:
-    from memrefine_edge.errors import ModelError
-    from memrefine_edge.backends.model_files import model_path
+    from memrefine_edge.core._errors import ModelError
+    from memrefine_edge.backends._model_files import model_path
 
     try:
         return model_path(name)
@@ -1014,8 +1014,8 @@ def test_corrupted_encoder_and_tokenizer_files_raise_model_load_error(tmp_path):
     results = _run_isolated(f"""
         import json
         from pathlib import Path
-        from memrefine_edge.backends.encoder import OnnxEncoder, load_tokenizer
-        from memrefine_edge.errors import ModelError
+        from memrefine_edge.backends._encoder import OnnxEncoder, load_tokenizer
+        from memrefine_edge.core._errors import ModelError
         out = {{}}
         for path in sorted(Path({str(files)!r}).iterdir()):
             try:
@@ -1061,9 +1061,9 @@ def test_corrupted_gguf_raises_model_load_error_in_a_subprocess(tmp_path):
     results = _run_isolated(f"""
         import json
         from pathlib import Path
-        from memrefine_edge.errors import ModelError
-        from memrefine_edge.judge import LlamaJudge
-        from memrefine_edge.backends.llama import load_llama
+        from memrefine_edge.core._errors import ModelError
+        from memrefine_edge.judging._judge import LlamaJudge
+        from memrefine_edge.backends._llama import load_llama
         out = {{}}
         for path in sorted(Path({str(tmp_path)!r}).glob("*.gguf")):
             for how, call in (("load", lambda: load_llama(path)),
@@ -1087,9 +1087,9 @@ def test_corrupted_gguf_raises_model_load_error_in_a_subprocess(tmp_path):
 @pytest.mark.models
 def test_corrupted_manifest_files_fail_their_checksum(tmp_path, monkeypatch):
     """A same-size corrupted copy under the manifest's name: the loaders and `models check` refuse it."""
-    from memrefine_edge.backends.encoder import OnnxEncoder
-    from memrefine_edge.errors import ModelChecksumError
-    from memrefine_edge.backends.llama import load_llama
+    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.core._errors import ModelChecksumError
+    from memrefine_edge.backends._llama import load_llama
 
     encoder, tokenizer = _manifest_file("encoder"), _manifest_file("tokenizer")
     if encoder is None or tokenizer is None:

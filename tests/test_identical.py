@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memrefine_edge.compressor import Compressor
-from memrefine_edge.identical import IDENTICAL_SIMILARITY, identical_pairs
+from memrefine_edge.engine._compressor import Compressor
+from memrefine_edge.engine._identical import IDENTICAL_SIMILARITY, identical_pairs
 from memrefine_edge.store import Entry, MemoryStore
 from memrefine_edge.testing import HashEncoder
 

@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from memrefine_edge import importers
-import memrefine_edge.cli.store_cmds  # noqa: F401  (registers the store commands on `cli`)
+import memrefine_edge.cli._store_cmds  # noqa: F401  (registers the store commands on `cli`)
 from memrefine_edge.cli import cli
-from memrefine_edge.errors import DuplicateIdError, ImportFormatError, InvalidEntryError, MemRefineError
-from memrefine_edge.importers import (
+from memrefine_edge.core._errors import DuplicateIdError, ImportFormatError, InvalidEntryError, MemRefineError
+from memrefine_edge.store._formats import (
     ImportReport,
     export_jsonl,
     import_file,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memrefine_edge.int8mm import MODEL, int8_products
+from memrefine_edge.index._int8mm import MODEL, int8_products
 
 
 def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -94,7 +94,7 @@ def test_bad_buffers(kw):
 @pytest.mark.parametrize("m, n, scratch_rows", [(1, 1, None), (7, 300, None), (300, 7, 1), (64, 1500, 5),
                                                 (513, 129, 1000)])
 def test_scaling_in_place_is_bit_identical_to_the_one_shot_form(m, n, scratch_rows):
-    from memrefine_edge.int8mm import scale_in_place
+    from memrefine_edge.index._int8mm import scale_in_place
 
     rng = np.random.default_rng(m * 1000 + n)
     ints = rng.integers(-(127 * 127 * 384), 127 * 127 * 384, size=(m, n), dtype=np.int32)
@@ -120,7 +120,7 @@ def test_scaling_in_place_is_bit_identical_to_the_one_shot_form(m, n, scratch_ro
     {"scratch": np.zeros(10, dtype=np.float64)},
 ])
 def test_scaling_in_place_refuses_bad_arrays(kw):
-    from memrefine_edge.int8mm import scale_in_place
+    from memrefine_edge.index._int8mm import scale_in_place
 
     args = {"ints": np.zeros((2, 3), dtype=np.int32), "row_scale": np.ones(2, dtype=np.float32),
             "col_scale": np.ones(3, dtype=np.float32), **kw}

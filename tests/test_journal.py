@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from memrefine_edge.compressor import Compressor
-from memrefine_edge.errors import MemRefineError
-from memrefine_edge.decision import Decision
+from memrefine_edge.engine._compressor import Compressor
+from memrefine_edge.core._errors import MemRefineError
+from memrefine_edge.core._decision import Decision
 from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.store.journal import pack_field, unpack_text
+from memrefine_edge.store._journal import pack_field, unpack_text
 from memrefine_edge.testing import HashEncoder
 
 from fakes import ConcatMerger
-from memrefine_edge.merger import MergedEntry, Merger
+from memrefine_edge.judging._merger import MergedEntry, Merger
 from test_compressor import OneShot, compressor, export, make_store
 
 
@@ -138,7 +138,7 @@ def test_after_a_merge_and_purge_the_sources_wording_is_gone_from_the_file(tmp_p
 
 
 def test_undo_refuses_when_a_removed_id_was_added_again(tmp_path):
-    from memrefine_edge.errors import UndoConflictError
+    from memrefine_edge.core._errors import UndoConflictError
 
     with make_store(tmp_path / "c.db") as store:
         before = export(store)
@@ -174,7 +174,7 @@ def test_the_undo_history_keeps_no_embeddings_and_undone_entries_are_embedded_ag
 @pytest.mark.parametrize("text", ["", "x", "scorer: preserve 0.97, merge 0.03, delete_a 0.00, delete_b 0.00",
                                   "guard: deleting A would lose 'Zoë', '2023'; kept", "ß" * 300])
 def test_free_text_is_stored_packed_and_read_back_exactly(text):
-    from memrefine_edge.store.journal import pack_text, unpack_text
+    from memrefine_edge.store._journal import pack_text, unpack_text
 
     stored = pack_text(text)
     assert unpack_text(stored) == text

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memrefine_edge.lastcopy import common_words
-from memrefine_edge.lexicon import common_word_ranks
+from memrefine_edge.text._lastcopy import common_words
+from memrefine_edge.text._lexicon import common_word_ranks
 
 
 def test_ranks_follow_the_file_order_and_skip_its_comment():

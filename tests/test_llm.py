@@ -9,13 +9,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from memrefine_edge.errors import ModelLoadError, ModelNotFoundError
+from memrefine_edge.core._errors import ModelLoadError, ModelNotFoundError
 
 
 def _gguf_or_skip():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from memrefine_edge.errors import ModelError
-    from memrefine_edge.backends.model_files import model_path
+    from memrefine_edge.core._errors import ModelError
+    from memrefine_edge.backends._model_files import model_path
 
     try:
         return model_path("llm")
@@ -24,21 +24,21 @@ def _gguf_or_skip():
 
 
 def test_importing_the_package_does_not_import_llama_cpp():
-    code = "import sys, memrefine_edge.judge, memrefine_edge.merger, memrefine_edge.backends.llama, memrefine_edge.cli; " \
+    code = "import sys, memrefine_edge.judging._judge, memrefine_edge.judging._merger, memrefine_edge.backends._llama, memrefine_edge.cli; " \
            "print('llama_cpp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_missing_file_is_model_not_found(tmp_path):
-    from memrefine_edge.backends.llama import load_llama
+    from memrefine_edge.backends._llama import load_llama
 
     with pytest.raises(ModelNotFoundError):
         load_llama(tmp_path / "nope.gguf")
 
 
 def test_not_a_gguf_is_model_load_error(tmp_path):
-    from memrefine_edge.backends.llama import load_llama
+    from memrefine_edge.backends._llama import load_llama
 
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"this is not a model" * 100)
@@ -54,8 +54,8 @@ def test_truncated_gguf_raises_model_load_error_without_crashing(tmp_path):
     with open(src, "rb") as fh:
         cut.write_bytes(fh.read(3_000_000))
     code = textwrap.dedent(f"""
-        from memrefine_edge.errors import ModelLoadError
-        from memrefine_edge.backends.llama import load_llama
+        from memrefine_edge.core._errors import ModelLoadError
+        from memrefine_edge.backends._llama import load_llama
         try:
             load_llama({str(cut)!r})
         except ModelLoadError as exc:
@@ -69,7 +69,7 @@ def test_truncated_gguf_raises_model_load_error_without_crashing(tmp_path):
 @pytest.mark.models
 def test_real_gguf_loads_and_generates():
     _gguf_or_skip()
-    from memrefine_edge.backends.llama import chat_prompt, load_llama, tokenize
+    from memrefine_edge.backends._llama import chat_prompt, load_llama, tokenize
 
     llm = load_llama()
     assert load_llama() is llm  # one model per (path, n_ctx, threads)
@@ -82,7 +82,7 @@ def test_real_gguf_loads_and_generates():
 @pytest.mark.models
 def test_prefix_reuse_gives_the_same_logits():
     _gguf_or_skip()
-    from memrefine_edge.backends.llama import eval_logits, load_llama, logprobs, tokenize
+    from memrefine_edge.backends._llama import eval_logits, load_llama, logprobs, tokenize
 
     llm = load_llama()
     base = tokenize(llm, "The capital of France is Paris. The capital of Italy is")

@@ -1,4 +1,4 @@
-"""memrefine_edge._memory: giving the allocator's free memory back, and mapping large blocks apart."""
+"""memrefine_edge.core._memory: giving the allocator's free memory back, and mapping large blocks apart."""
 
 import ctypes
 import os
@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from memrefine_edge._memory import pin_mmap_threshold, release_free_memory
+from memrefine_edge.core._memory import pin_mmap_threshold, release_free_memory
 
 
 def test_release_free_memory_keeps_live_data():
@@ -22,7 +22,7 @@ def test_release_free_memory_keeps_live_data():
 _PROBE = """
 import ctypes, sys
 import numpy as np
-from memrefine_edge._memory import pin_mmap_threshold
+from memrefine_edge.core._memory import pin_mmap_threshold
 
 class Info(ctypes.Structure):
     _fields_ = [(f, ctypes.c_size_t) for f in

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from memrefine_edge.errors import MergeOutputError
-from memrefine_edge.merger import GuardedMerger, MergedEntry, concat_merge, default_keywords, parse_merged
+from memrefine_edge.core._errors import MergeOutputError
+from memrefine_edge.judging._merger import GuardedMerger, MergedEntry, concat_merge, default_keywords, parse_merged
 from memrefine_edge.testing import FakeMerger
 
 A = "Joanna finished her first screenplay last Friday."
@@ -83,9 +83,9 @@ def test_default_keywords_use_written_words():
 @pytest.mark.models
 def test_real_model_merge_is_guarded():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from memrefine_edge.errors import ModelError
-    from memrefine_edge.merger import LlamaMerger
-    from memrefine_edge.backends.model_files import model_path
+    from memrefine_edge.core._errors import ModelError
+    from memrefine_edge.judging._merger import LlamaMerger
+    from memrefine_edge.backends._model_files import model_path
 
     try:
         model_path("llm")
@@ -97,8 +97,8 @@ def test_real_model_merge_is_guarded():
 
 
 def test_a_missing_merge_model_file_is_reported_at_construction(tmp_path):
-    from memrefine_edge.errors import ModelNotFoundError
-    from memrefine_edge.merger import LlamaMerger
+    from memrefine_edge.core._errors import ModelNotFoundError
+    from memrefine_edge.judging._merger import LlamaMerger
 
     with pytest.raises(ModelNotFoundError, match="nope.gguf"):
         LlamaMerger(tmp_path / "nope.gguf")
@@ -126,7 +126,7 @@ def test_llm_merge_of_long_entries_is_checked_against_the_full_texts():
 
 
 def test_merge_longer_than_the_limit_is_refused_not_cut():
-    from memrefine_edge.merger import MAX_MERGED_CHARS
+    from memrefine_edge.judging._merger import MAX_MERGED_CHARS
 
     words = [f"topic{i} detail{i * 7}." for i in range(MAX_MERGED_CHARS // 20)]
     a = " ".join(words[: len(words) // 2 + 50])
@@ -137,7 +137,7 @@ def test_merge_longer_than_the_limit_is_refused_not_cut():
 
 
 def test_concatenation_known_too_long_is_refused_as_the_full_one_would_be():
-    from memrefine_edge.merger import MAX_MERGED_CHARS, _concat_content
+    from memrefine_edge.judging._merger import MAX_MERGED_CHARS, _concat_content
 
     long_a = "Caroline: " + " ".join(f"She kept topic{i} with detail{i * 7}." for i in range(MAX_MERGED_CHARS // 30))
     short = "Caroline: She visited Oslo in 2021 with Ben."
@@ -156,9 +156,9 @@ def test_concatenation_known_too_long_is_refused_as_the_full_one_would_be():
 
 
 def test_long_entry_merge_chain_in_a_real_store_keeps_every_fact(tmp_path):
-    from memrefine_edge.compressor import Compressor
-    from memrefine_edge.importers import import_file
-    from memrefine_edge.judge import default_judge
+    from memrefine_edge.engine._compressor import Compressor
+    from memrefine_edge.store._formats import import_file
+    from memrefine_edge.judging._judge import default_judge
     from memrefine_edge.methods import get_method
     from memrefine_edge.store import MemoryStore
     from memrefine_edge.testing import HashEncoder

@@ -1,4 +1,4 @@
-"""Tests for memrefine_edge.eval.metrics, the LoCoMo QA scoring protocol.
+"""Tests for memrefine_edge.eval._metrics, the LoCoMo QA scoring protocol.
 
 Two kinds of checks:
 
@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from memrefine_edge.eval.stemmer import stem
-from memrefine_edge.eval.metrics import (
+from memrefine_edge.eval._stemmer import stem
+from memrefine_edge.eval._metrics import (
     ABSTENTION_MARKERS,
     CATEGORY_NAMES,
     CATEGORY_REPORT_ORDER,
@@ -245,7 +245,7 @@ def test_stem_lowercases_and_handles_runs_of_y() -> None:
 
 def test_import_needs_neither_nltk_nor_regex() -> None:
     code = (
-        "import sys, memrefine_edge.eval.metrics as m; m.f1_score('a b', 'b');"
+        "import sys, memrefine_edge.eval._metrics as m; m.f1_score('a b', 'b');"
         "bad = {'nltk', 'regex', 'bert_score'} & set(sys.modules);"
         "sys.exit(f'imported {sorted(bad)}' if bad else 0)"
     )

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from memrefine_edge.backends import model_files as models
 from memrefine_edge.cli import cli
-from memrefine_edge.errors import ModelChecksumError, ModelError, ModelNotFoundError
+from memrefine_edge.core._errors import ModelChecksumError, ModelError, ModelNotFoundError
 
 REPO_MODELS = Path(__file__).resolve().parents[1] / "models"
 

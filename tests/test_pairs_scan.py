@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from test_pairs import DecodedNaive, NaiveOrder, QuantizedTarget, ScriptedJudge, drive, make_data, unit
 
-import memrefine_edge.pairs_scan as pairs_scan
-from memrefine_edge.pairs import PairQueue, pair_scores
-from memrefine_edge.store.vectors import decode_embedding, encode_embedding, quantize_embedding
+import memrefine_edge.index._scan as pairs_scan
+from memrefine_edge.index._pairs import PairQueue, pair_scores
+from memrefine_edge.store._vectors import decode_embedding, encode_embedding, quantize_embedding
 
 
 def test_top_k_lists_are_exact_where_blas_rounding_reorders():
@@ -40,7 +40,7 @@ def test_top_k_lists_are_exact_where_blas_rounding_reorders():
 
 
 def test_rows_decode_bit_for_bit_as_the_store_reads_them():
-    from memrefine_edge.pairs_scan import _decode
+    from memrefine_edge.index._scan import _decode
 
     x = make_data("raw", 300, 24, 730)
     blobs = [encode_embedding(v) for v in x]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from memrefine_edge.errors import StoreError, StoreReplacedError
+from memrefine_edge.core._errors import StoreError, StoreReplacedError
 from memrefine_edge.store import Entry, MemoryStore
 
 HERE = Path(__file__).resolve().parent

@@ -7,10 +7,10 @@ import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
-from memrefine_edge.entry import content_hash, json_size
+from memrefine_edge.core._entry import content_hash, json_size
 from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.store.files import APPLICATION_ID
-from memrefine_edge.store.schema import MIGRATIONS, split_sql
+from memrefine_edge.store._files import APPLICATION_ID
+from memrefine_edge.store._schema import MIGRATIONS, split_sql
 
 RUN = "20250101-000000-abcdef"
 ENTRIES = [Entry(id=i, content=f"Entry {i}: Ana's note number {n}.", timestamps=("2023-05-0%d" % n,),
@@ -158,7 +158,7 @@ def test_the_undo_history_of_a_previous_schema_migrates_with_its_links_and_still
 
 
 def test_embedding_model_names_become_numbers_and_embeddings_stay_current(tmp_path):
-    from memrefine_edge.store.vectors import encode_embedding
+    from memrefine_edge.store._vectors import encode_embedding
     from memrefine_edge.testing import HashEncoder
 
     path = tmp_path / "old.db"
@@ -184,9 +184,9 @@ def test_embedding_model_names_become_numbers_and_embeddings_stay_current(tmp_pa
 
 
 def test_deferred_preserves_written_before_the_deferrals_table_are_carried_into_it(tmp_path):
-    from memrefine_edge.compressor import Compressor
-    from memrefine_edge.decision import Decision
-    from memrefine_edge.merger import GuardedMerger
+    from memrefine_edge.engine._compressor import Compressor
+    from memrefine_edge.core._decision import Decision
+    from memrefine_edge.judging._merger import GuardedMerger
     from memrefine_edge.methods import MemRefineMethod
     from memrefine_edge.testing import AlwaysJudge, HashEncoder
 

@@ -8,8 +8,8 @@ from importlib import resources
 
 import pytest
 
-from memrefine_edge.facts import extract, fact_sentences, is_filler
-from memrefine_edge.smalltalk import (
+from memrefine_edge.text._facts import extract, fact_sentences, is_filler
+from memrefine_edge.text._smalltalk import (
     DENSE,
     SmallTalkModel,
     default_model,

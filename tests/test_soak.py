@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from memrefine_edge.compressor import Compressor
-from memrefine_edge.entry import json_size
+from memrefine_edge.engine._compressor import Compressor
+from memrefine_edge.core._entry import json_size
 from memrefine_edge.store import MemoryStore
-from memrefine_edge.store.journal import unpack_text
+from memrefine_edge.store._journal import unpack_text
 from memrefine_edge.testing import HashEncoder
 
 from crash_fakes import CampaignMethod

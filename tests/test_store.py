@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from memrefine_edge.errors import (
+from memrefine_edge.core._errors import (
     ConfigurationError,
     DuplicateIdError,
     EntryNotFoundError,
@@ -17,9 +17,9 @@ from memrefine_edge.errors import (
     SchemaError,
     StoreError,
 )
-from memrefine_edge.store.schema import MIGRATIONS
-from memrefine_edge.store.vectors import decode_embedding, encode_embedding
-from memrefine_edge.entry import stored_hash
+from memrefine_edge.store._schema import MIGRATIONS
+from memrefine_edge.store._vectors import decode_embedding, encode_embedding
+from memrefine_edge.core._entry import stored_hash
 from memrefine_edge.store import Entry, MemoryStore, json_size, validate_entry
 from memrefine_edge.testing import HashEncoder
 
@@ -628,7 +628,7 @@ def test_the_after_test_totals_check_catches_drifted_totals_and_skips_other_file
 
 
 def test_running_totals_equal_a_recount_after_every_kind_of_change(tmp_path):
-    from memrefine_edge.compressor import Compressor
+    from memrefine_edge.engine._compressor import Compressor
     from memrefine_edge.testing import FakeMerger
 
     from fakes import ScriptedMethod
@@ -713,7 +713,7 @@ def test_embedding_codes_decode_to_the_embeddings_bit_for_bit(tmp_store):
 
 
 def test_the_running_disk_size_is_exact_after_a_refresh_and_close_between(tmp_path):
-    from memrefine_edge.compressor import Compressor
+    from memrefine_edge.engine._compressor import Compressor
     from memrefine_edge.testing import FakeMerger
 
     from fakes import ScriptedMethod
@@ -814,7 +814,7 @@ def test_a_model_id_in_the_form_of_a_model_number_is_refused(tmp_store):
 
 
 def test_long_write_lets_the_log_grow_and_restores_the_setting_even_on_error(tmp_path):
-    from memrefine_edge.store.maintenance import LONG_WRITE_WAL_BYTES
+    from memrefine_edge.store._maintenance import LONG_WRITE_WAL_BYTES
 
     with MemoryStore(tmp_path / "w.db") as store:
         default = store.pragma("wal_autocheckpoint")

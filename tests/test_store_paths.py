@@ -22,8 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from memrefine_edge.cli import cli
-from memrefine_edge.errors import ConfigurationError, StorePathError
-from memrefine_edge.importers import sample_path
+from memrefine_edge.core._errors import ConfigurationError, StorePathError
+from memrefine_edge.store._formats import sample_path
 from memrefine_edge.store import Entry, MemoryStore, RunLock
 
 HERE = Path(__file__).resolve().parent

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from memrefine_edge.cli import cli
-from memrefine_edge.errors import MissingExtraError, ModelError
-from memrefine_edge.pipeline import Backends
+from memrefine_edge.core._errors import MissingExtraError, ModelError
+from memrefine_edge.engine._pipeline import Backends
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
 
@@ -54,7 +54,7 @@ def _one_error_line(res) -> str:
 @pytest.mark.parametrize("part", ["LlamaJudge", "LlamaMerger", "LlamaAnswerer"])
 def test_a_gguf_model_without_the_extra_is_a_typed_error_naming_it(no_llama_cpp, gguf, part):
     import memrefine_edge
-    from memrefine_edge.eval.harness import LlamaAnswerer
+    from memrefine_edge.eval._harness import LlamaAnswerer
 
     cls = LlamaAnswerer if part == "LlamaAnswerer" else getattr(memrefine_edge, part)
     with pytest.raises(MissingExtraError, match=r"memrefine-edge\[llm\]") as info:
@@ -71,7 +71,7 @@ def test_the_bundled_gguf_without_the_extra_fails_the_same_way(no_llama_cpp):
 
 
 def test_loading_a_gguf_without_the_extra_is_the_same_error(no_llama_cpp, gguf):
-    from memrefine_edge.backends.llama import clear_cache, load_llama
+    from memrefine_edge.backends._llama import clear_cache, load_llama
 
     clear_cache()
     with pytest.raises(MissingExtraError, match=r"memrefine-edge\[llm\]"):

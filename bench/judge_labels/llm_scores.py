@@ -43,7 +43,7 @@ sys.path.insert(0, str(HERE))
 from pairs import PAIRS, auc, outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
-from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
+from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "judge_llm"
 TABLE = REPO / "bench" / "results" / "judge_llm_table"
@@ -86,7 +86,7 @@ class Scorer:
     """One GGUF model answering yes/no: P(yes) over the first tokens of the yes and no spellings."""
 
     def __init__(self, path: Path, n_threads: int) -> None:
-        from memrefine_edge.backends.llama import LlamaModel
+        from memrefine_edge.backends._llama import LlamaModel
 
         self.model = LlamaModel(path, n_ctx=2048, n_threads=n_threads)
         self.model.load()

@@ -40,7 +40,7 @@ NEIGHBOURS = 8
 
 def load(name: str) -> list[dict]:
     """A source store's entries, read with the product's ``jsonl`` importer (so the files stay importable)."""
-    from memrefine_edge.importers import parse_file
+    from memrefine_edge.store._formats import parse_file
 
     entries, _ = parse_file(SOURCES / f"{name}.jsonl", format="jsonl")
     return [{"id": e.id, "content": e.content, "time": e.timestamps[0] if e.timestamps else None,

@@ -9,7 +9,7 @@ The sentences are the ones the fact extractor's word lists cannot decide: senten
 conversations' stores (turns, observations, mem0-style text) that are not small talk by the word lists,
 not questions, and hold no name, number or date (those stay facts whatever a classifier says). Seeded,
 per conversation. Only references are committed (LoCoMo is CC BY-NC): ``<kind>:<sample>:<entry id>#<n>``,
-the ``n``-th sentence of the entry as :func:`memrefine_edge.facts.sentence_scans` splits it, resolved at
+the ``n``-th sentence of the entry as :func:`memrefine_edge.text._facts.sentence_scans` splits it, resolved at
 run time by importing the store again. Split by conversation as the judge's pairs: conv-26, conv-30,
 conv-41, conv-42 tune; conv-43, conv-44, conv-47 test. A label is ``fact`` or ``small_talk`` by rule 1 of
 ../shared/docs/judge-labelling.md.
@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "bench" / "judge_labels"))
 
 from pairs import TEST, entries  # noqa: E402  (the judge's pairs: same stores, same split)
 
-from memrefine_edge.facts import extract, is_filler, sentence_scans  # noqa: E402
+from memrefine_edge.text._facts import extract, is_filler, sentence_scans  # noqa: E402
 
 SENTENCES = HERE / "sentences.jsonl"
 SAMPLES = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47")

@@ -3,7 +3,7 @@
     python bench/smalltalk/train.py          # cross-validate, fit, write the weights
     python bench/smalltalk/train.py --test   # the same, then score the test sentences (once per version)
 
-A logistic regression (:mod:`memrefine_edge.smalltalk`): one weight per word and per first word seen
+A logistic regression (:mod:`memrefine_edge.text._smalltalk`): one weight per word and per first word seen
 at least twice in the training sentences, and the standardised shape features. The L2 penalty and the
 decision threshold are chosen by leave-one-conversation-out cross-validation on the tune conversations:
 the setting that finds the most small talk while calling at most ``MAX_FACT_DROPPED`` of the fact
@@ -30,8 +30,8 @@ sys.path.insert(0, str(HERE))
 from sentences import resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
-from memrefine_edge.eval.report import machine_info, write_json  # noqa: E402
-from memrefine_edge.smalltalk import DENSE, SmallTalkModel, sentence_features  # noqa: E402
+from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
+from memrefine_edge.text._smalltalk import DENSE, SmallTalkModel, sentence_features  # noqa: E402
 
 L2_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 THRESHOLDS = tuple(round(0.5 + 0.025 * i, 3) for i in range(19))  # 0.5 .. 0.95

@@ -11,7 +11,7 @@ heavy runtime (onnxruntime, llama_cpp) at import time, so ``--help`` stays fast.
 
 from __future__ import annotations
 
-from . import budget_cmds, compress_cmds, eval_cmds, judge_cmds, model_cmds, store_cmds  # noqa: F401
-from .app import cli, current_backends, db_option, default_db_path, emit, json_option, main, open_store
+from memrefine_edge.cli import budget_cmds, compress_cmds, eval_cmds, judge_cmds, model_cmds, store_cmds  # noqa: F401
+from memrefine_edge.cli._app import cli, current_backends, db_option, default_db_path, emit, json_option, main, open_store
 
 __all__ = ["main", "cli", "db_option", "json_option", "emit", "open_store", "default_db_path", "current_backends"]

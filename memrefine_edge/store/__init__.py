@@ -11,13 +11,13 @@
 
 from __future__ import annotations
 
-from ..entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
-from .core import MemoryStore
-from .files import APPLICATION_ID, check_store_file
-from .journal import DecisionRecord, RunInfo, RunJournal
-from .lock import RunLock
-from .sizes import METRICS, StoreStats
-from .vectors import quantize_embedding
+from memrefine_edge.core._entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
+from memrefine_edge.store._core import MemoryStore
+from memrefine_edge.store._files import APPLICATION_ID, check_store_file
+from memrefine_edge.store._journal import DecisionRecord, RunInfo, RunJournal
+from memrefine_edge.store._lock import RunLock
+from memrefine_edge.store._sizes import METRICS, StoreStats
+from memrefine_edge.store._vectors import quantize_embedding
 
 __all__ = [
     "Entry",

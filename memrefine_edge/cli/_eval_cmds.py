@@ -1,0 +1,120 @@
+"""``memrefine eval locomo``: the paper's storage-utility table on LoCoMo, measured locally."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from memrefine_edge.cli._app import cli, emit, json_option, log
+
+__all__ = ["eval_group", "eval_locomo"]
+
+
+def _csv(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    return items or None
+
+
+def _numbers(value: str, kind: type, what: str, hint: str) -> tuple:
+    """Comma-separated numbers of ``kind``; a usage error naming the option otherwise."""
+    try:
+        return tuple(kind(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"must be comma-separated {what}, got {value!r}", param_hint=hint) from None
+
+
+def _budgets(value: str) -> tuple[float, ...]:
+    return _numbers(value, float, "numbers in (0, 1]", "--budgets")
+
+
+def _sizes(value: str) -> tuple[int, ...]:
+    return _numbers(value, int, "whole numbers of bytes", "--context-bytes")
+
+
+@cli.group(name="eval")
+def eval_group() -> None:
+    """Evaluate compression on benchmarks (utility vs storage budget)."""
+
+
+@eval_group.command(name="locomo")
+@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="LoCoMo JSON file (e.g. locomo-dev.json).")
+@click.option("--samples", default=None, help="Comma-separated sample ids [default: every sample in the file].")
+@click.option("--store", "store_kind", type=click.Choice(["turns", "observations", "text"]), default="turns",
+              show_default=True, help="Memory representation: one entry per turn, per observation, or per paragraph.")
+@click.option("--text-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder of SAMPLE.txt files for --store text [default: mem0-style-stores beside --data].")
+@click.option("--methods", default="memrefine,rulesim,rulepr,fifo,random", show_default=True,
+              help="Comma-separated methods; fifo and random are the floors (evict oldest / random entries).")
+@click.option("--budgets", default="1.0,0.7,0.5,0.4,0.3,0.2", show_default=True,
+              help="Comma-separated budget ratios in (0, 1]; 1.0 is the uncompressed base.")
+@click.option("--context-bytes", default="1000,2000", show_default=True,
+              help="Comma-separated context sizes C (UTF-8 bytes) for answer and evidence recall@C.")
+@click.option("--qa-limit", type=int, default=None,
+              help="Answer at most N questions per sample (stratified by category, fixed seed); recall uses all.")
+@click.option("--no-qa", is_flag=True, help="Skip question answering (recall and storage only; no answer LLM).")
+@click.option("--answer-model", type=click.Path(dir_okay=False), default=None,
+              help="GGUF answer model [default: the bundled SmolLM2-135M].")
+@click.option("--judge-model", type=click.Path(dir_okay=False), default=None,
+              help="Judge: 'none' (the default: the learned redundancy scorer, no LLM), 'fact', 'bundled' or a "
+                   "GGUF path (also the merge model with --merger llm).")
+@click.option("--merge-min-similarity", type=click.FloatRange(-1, 1), default=None,
+              help="memrefine: merge only at or above this cosine [default: the scorer's decision; 0.5 for "
+                   "'fact' and GGUF judges].")
+@click.option("--merger", type=click.Choice(["llm", "concat"]), default="concat", show_default=True,
+              help="concat: deterministic, fact-keeping merge (as `memrefine compress` without --merge-model); "
+                   "llm: merges written by the judge model, checked by the merge guard.")
+@click.option("--chain", is_flag=True,
+              help="Compress one copy through the budgets in descending order, measuring at each (same stores "
+                   "as independent runs, far cheaper).")
+@click.option("--metric", type=click.Choice(["json", "disk"]), default="json", show_default=True,
+              help="Size metric the budgets are measured in.")
+@click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
+              help="Budget mode of the compressor.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --qa-limit sampling.")
+@click.option("--threads", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="CPU threads for the encoder and the LLMs.")
+@click.option("--keep-stores", is_flag=True, help="Keep the compressed store copies in OUT/work.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Output folder: results.json, report.md, utility_vs_budget.png, cache/.")
+@json_option
+def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, context_bytes, qa_limit, no_qa, answer_model,
+                judge_model,
+                merge_min_similarity, merger, chain, metric, mode, seed, threads, keep_stores, out, as_json) -> None:
+    """Storage against utility on LoCoMo: answer and evidence recall within a context of C bytes, answer presence,
+    evidence recall@10 and QA F1/EM, per method and budget."""
+    from memrefine_edge.eval._harness import EvalConfig, run_eval
+
+    config = EvalConfig(
+        data=data, out=out, samples=_csv(samples), store=store_kind, methods=_csv(methods) or (),
+        budgets=_budgets(budgets), context_bytes=_sizes(context_bytes), qa=not no_qa, qa_limit=qa_limit, seed=seed,
+        threads=threads, chain=chain,
+        metric=metric, mode=mode, merger=merger, judge_model=judge_model, answer_model=answer_model,
+        merge_min_similarity=merge_min_similarity,
+        text_dir=text_dir, keep_stores=keep_stores,
+        command="memrefine " + " ".join(shlex.quote(_shown(a)) for a in sys.argv[1:]),
+    )
+    results = run_eval(config, log=log)
+    summary = results["summary"]
+    data_out = {"out": str(out), "elapsed_s": results["elapsed_s"], "summary": summary}
+    lines = [f"wrote {out / 'results.json'} and {out / 'report.md'} in {results['elapsed_s']:.0f} s"]
+    base = summary["base"]
+    c0 = config.context_bytes[0]
+    key = f"answer_recall@{c0}"
+    for name, per in summary["methods"].items():
+        cells = " ".join(f"{k}:{v[key]:.3f}" for k, v in per.items() if v.get(key) is not None)
+        if base.get(key) is not None:
+            lines.append(f"  {name:10} answer recall@{c0} base {base[key]:.3f} {cells}")
+    emit(data_out, as_json, "\n".join(lines))
+
+
+def _shown(arg: str) -> str:
+    """A command-line word as results record it: an existing absolute path made portable."""
+    from memrefine_edge.eval._report import portable
+
+    return portable(arg) if arg.startswith("/") and Path(arg).exists() else arg

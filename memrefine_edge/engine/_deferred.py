@@ -1,0 +1,85 @@
+"""The deferred phase: the deletes a method put off, taken when the candidate pairs run out.
+
+A method may preserve a pair for now with ``source="deferred"`` (the memrefine
+method does so with ``defer_last_copies`` when the judge's delete would take the
+store's last copy of a specific word, :mod:`memrefine_edge.text._lastcopy`). When the
+candidate pairs run out with the store still above budget, in either mode, the
+run (:class:`~memrefine_edge.engine._compressor.Compressor`) takes those deletes after
+all: the *deferred phase* reads the deferred pairs of every run on the store
+(kept in the journal, :meth:`RunJournal.deferrals`) in the order they were
+decided and, for each whose two entries are both still live and the run's
+own, asks the method again (:meth:`Method.deferred`) and applies the delete
+it returns as a decision of its own, until the budget holds. A run that
+meets its budget with the candidate pairs never takes a deferred delete.
+The phase depends only on the journal and the live entries, so a run
+resumed during it (or before it) takes the same deletes: a pair whose
+delete was already applied has an entry gone and is skipped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from memrefine_edge.core._errors import ConfigurationError, EntryNotFoundError
+from memrefine_edge.methods import PairContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from memrefine_edge.engine._compressor import Compressor, _Plan
+
+__all__ = ["take_deferred"]
+
+
+def take_deferred(comp: Compressor, plan: _Plan, step: int, actions: Counter[str], sources: Counter[str],
+                  clock: dict[str, float], *, started: float, done: int,
+                  max_decisions: int | None) -> tuple[int, int, str | None]:
+    """The deferred phase (see the module docstring): take deferred deletes until the budget holds.
+
+    ``comp`` is the running compressor: its store, method and run state, its budget check,
+    commit grouping and progress report.
+
+    Returns the next step, the decisions made in this session, and why it
+    stopped early (``max_decisions``; the run stays resumable) or None.
+    """
+    assert plan.run_id is not None
+    store, journal, target = comp.store, comp.store.journal, plan.target
+    # Every run's deferrals whose entries are live: a chained or repeated compression (or an
+    # upkeep pass) may need the bytes an earlier run deferred.
+    pending = journal.deferrals(live=True)
+    stopped = None
+    with comp._phase(plan, actions, sources, step=step, done=done, started=started,
+                     max_decisions=max_decisions) as tally:
+        for a_id, b_id, sim in pending:
+            if not comp._over(target):
+                break
+            stopped = tally.capped()
+            if stopped:
+                break
+            if a_id not in store or b_id not in store:
+                continue  # an entry is gone: this delete (or another decision) took it
+            if a_id in comp._outsiders.sizes or b_id in comp._outsiders.sizes:
+                continue  # added by another writer during the run (the budget check updated the list)
+            if comp._protected((a_id, b_id)):
+                continue  # strict mode: the pair holds the last entry that fits the budget alone
+            try:
+                a, b = store.get(a_id), store.get(b_id)
+                t = time.perf_counter()
+                decision = comp.method.deferred(PairContext(a=a, b=b, similarity=sim, store=store))
+                latency = (time.perf_counter() - t) * 1000
+                clock["judge"] += latency / 1000
+                if decision is None:
+                    continue
+                if decision.action != "delete":
+                    raise ConfigurationError(f"method {comp.method.name!r}: deferred() returned a "
+                                             f"{decision.action}; it may return a delete or None")
+                t = time.perf_counter()
+                effect = journal.apply(plan.run_id, tally.step, (a_id, b_id, sim), decision, metric=comp._metric,
+                                       latency_ms=latency)
+            except EntryNotFoundError:
+                continue  # removed by another connection meanwhile: nothing written
+            comp.method.applied([a if effect.removed[0] == a_id else b], None)
+            clock["apply"] += time.perf_counter() - t
+            comp._deferred_taken += 1
+            tally.count("delete", decision.source)
+    return tally.step, tally.done, stopped

@@ -1,0 +1,121 @@
+"""The paper's method: a judge (fast path, model, fact guard) decides each pair.
+
+With the last-copy check on (the default), a delete that would take the
+store's last copy of a specific word becomes a merge that keeps both texts;
+with ``defer_last_copies`` the pair is preserved instead (``source="deferred"``),
+and :meth:`MemRefineMethod.deferred` takes the delete only if the engine runs
+out of candidate pairs above budget (:mod:`memrefine_edge.text._lastcopy`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memrefine_edge.core._decision import Decision
+from memrefine_edge.judging._judge import merge_instruction_for
+from memrefine_edge.text._lastcopy import LastCopies
+from memrefine_edge.methods._base import Method, PairContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
+
+    from memrefine_edge.judging._judge import Judge
+    from memrefine_edge.store import Entry, MemoryStore
+
+__all__ = ["MemRefineMethod"]
+
+
+def _shown(keys: frozenset[str]) -> str:
+    """Up to five keys, sorted, for a reason."""
+    return ", ".join(sorted(keys)[:5]) + (", ..." if len(keys) > 5 else "")
+
+
+class MemRefineMethod(Method):
+    """The paper's method: an LLM judge (behind the fast path and fact guard) decides."""
+
+    name = "memrefine"
+
+    def __init__(self, *, judge: "Judge", keep_last_copies: bool = True, defer_last_copies: bool = False) -> None:
+        self.judge = judge
+        #: Refuse a delete that would take the store's last copy of a specific word
+        #: (:mod:`memrefine_edge.text._lastcopy`): the pair is merged instead, keeping both texts.
+        self.keep_last_copies = keep_last_copies
+        #: With the check on: preserve the refused pair instead of merging it (``source="deferred"``),
+        #: and take the delete only if the run runs out of candidate pairs above budget (:meth:`deferred`).
+        self.defer_last_copies = defer_last_copies
+        self._copies: LastCopies | None = None
+
+    @property
+    def last_copies(self) -> LastCopies | None:
+        """The counts of the last-copy check (None before :meth:`prepare`, or with the check off)."""
+        return self._copies
+
+    def prepare(self, store: "MemoryStore") -> None:
+        """Count the live entries' content keys for the last-copy check."""
+        if self.keep_last_copies:
+            self._copies = LastCopies()
+            self._copies.build(store.contents())
+
+    def decide(self, pair: PairContext) -> "Decision":
+        """The judge's decision; a delete of a last copy becomes a merge, or a deferral (``defer_last_copies``)."""
+        a, b = pair.a.content, pair.b.content
+        decision = self.judge.decide(a, b, pair.similarity)
+        if decision.action != "delete" or self._copies is None:
+            return decision
+        gone, kept = (a, b) if decision.target == "a" else (b, a)
+        last = self._copies.last(gone, kept)
+        if not last:
+            return decision
+        side = str(decision.target).upper()
+        if self.defer_last_copies:
+            return Decision("preserve", None, source="deferred",
+                            reason=f"{decision.reason}; entry {side} holds the store's last copy of {_shown(last)}: "
+                                   "deferred")
+        return Decision("merge", None, merge_instruction=merge_instruction_for(a, b), source="guard",
+                        reason=f"{decision.reason}; but entry {side} holds the store's last copy of {_shown(last)}: "
+                               "merged instead")
+
+    def deferred(self, pair: PairContext) -> "Decision | None":
+        """The judge's delete of a deferred pair, taken without the last-copy check (None if it no longer deletes).
+
+        Entries never change, so the judge sees the texts it saw when the
+        delete was deferred (in this run or an earlier one); the reason says
+        which last copies the delete takes. With the check off (an earlier run
+        deferred the pair), the delete is taken as the judge makes it.
+        """
+        a, b = pair.a.content, pair.b.content
+        decision = self.judge.decide(a, b, pair.similarity)
+        if decision.action != "delete":
+            return None
+        side = str(decision.target).upper()
+        if self._copies is None:
+            held = f"entry {side} was deferred by an earlier run (last-copy check off now)"
+        else:
+            gone, kept = (a, b) if decision.target == "a" else (b, a)
+            last = self._copies.last(gone, kept)
+            held = (f"entry {side} held the store's last copy of {_shown(last)}" if last
+                    else f"entry {side} no longer holds a last copy")
+        return Decision("delete", decision.target, source="guard",
+                        reason=f"{decision.reason}; the budget needed the bytes: deferred delete taken, {held}")
+
+    def applied(self, removed: "Sequence[Entry]", added: "Entry | None") -> None:
+        """Keep the last-copy counts in step with the store."""
+        if self._copies is None:
+            return
+        for entry in removed:
+            self._copies.remove(entry.content)
+        if added is not None:
+            self._copies.add(added.content)
+
+    def load(self) -> None:
+        """Load the judge's model now."""
+        self.judge.load()
+
+    def describe(self) -> dict[str, Any]:
+        return {"judge": getattr(self.judge, "describe", lambda: type(self.judge).__name__)(),
+                "keep_last_copies": self.keep_last_copies, "defer_last_copies": self.defer_last_copies}
+
+    @property
+    def llm_calls(self) -> int:
+        stats = getattr(self.judge, "stats", None) or {}
+        return int(stats.get("llm_calls", 0))

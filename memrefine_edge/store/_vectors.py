@@ -1,0 +1,325 @@
+"""Embeddings and search of a store (a part of :class:`~memrefine_edge.store.MemoryStore`).
+
+Stored format (compact): an embedding is written as int8 with one float32
+scale per vector, ``TAG + scale + d int8`` (``d + 8`` bytes: 392 at d = 384,
+against 1,536 as float32). ``TAG`` reads as a float32 NaN, which no stored
+float32 embedding can start with (embeddings are finite), so a store written
+by an older version -- raw float32 blobs -- is read as it is, without a
+migration, and an entry embedded again is written compactly.
+
+Quantisation: ``q = round(127 v / max|v|)``, ``scale = |v| / |q|``; the vector
+read back is ``q * scale`` in float32: the direction of ``q`` at the length of
+``v`` (a unit vector stays a unit vector, so dot products stay cosines). Everything that
+reads vectors -- the pair queue, search, the rule methods -- works on those
+dequantised vectors, and the pair order contract of :mod:`memrefine_edge.index._pairs`
+is exact for them. Against float32, per component the error is about
+``max|v| / 254``; ``bench/scale.py`` reports how far the candidate-pair order and
+search results move (rank agreement against float32).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memrefine_edge.core._entry import Entry, is_lookup_key
+from memrefine_edge.core._errors import ConfigurationError, EntryNotFoundError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from memrefine_edge.backends._encoder import Encoder
+
+__all__ = ["VectorsMixin", "encode_embedding", "decode_embedding", "quantize_embedding", "stored_embedding_bytes",
+           "EMBEDDING_TAG"]
+
+#: The first 4 bytes of a compact (int8) embedding: a float32 NaN when read as float32.
+EMBEDDING_TAG = b"Q8\xff\x7f"
+_HEADER = len(EMBEDDING_TAG) + 4  # the tag, then the float32 scale
+
+
+def quantize_embedding(vector: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """The stored form of one embedding: int8 codes and the float32 scale (read back as ``codes * scale``)."""
+    v = np.asarray(vector, dtype=np.float32).ravel()
+    top = float(np.max(np.abs(v))) if v.size else 0.0
+    if not np.isfinite(top):
+        raise ValueError("an embedding must be finite")
+    if top == 0:
+        return np.zeros(v.shape, dtype=np.int8), np.float32(0)
+    q = np.clip(np.rint(v / np.float32(top / 127.0)), -127, 127).astype(np.int8)
+    # The scale keeps the vector's length (a unit vector reads back as one): dot products stay cosines.
+    scale = np.float32(np.linalg.norm(v.astype(np.float64)) / np.linalg.norm(q.astype(np.float64)))
+    return q, scale
+
+
+def encode_embedding(vector: np.ndarray) -> bytes:
+    """The stored (int8, per-vector scale) bytes of one embedding."""
+    q, scale = quantize_embedding(vector)
+    return EMBEDDING_TAG + scale.tobytes() + q.tobytes()
+
+
+def decode_embedding(blob: bytes) -> np.ndarray:
+    """The float32 vector of a stored embedding (compact int8, or the float32 of older stores)."""
+    if blob[:4] == EMBEDDING_TAG:
+        scale = np.frombuffer(blob, dtype=np.float32, count=1, offset=len(EMBEDDING_TAG))[0]
+        return np.frombuffer(blob, dtype=np.int8, offset=_HEADER).astype(np.float32) * scale
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def stored_embedding_bytes(dim: int) -> int:
+    """Bytes one embedding of ``dim`` dimensions takes as stored: the tag, the float32 scale, ``dim`` int8."""
+    return _HEADER + dim
+
+
+class VectorsMixin:
+    """The embedding and search methods of :class:`~memrefine_edge.store.MemoryStore`."""
+
+    if TYPE_CHECKING:  # provided by MemoryStore
+        _db: Any
+        read_only: bool
+        _version: int
+        _search_cache: tuple[tuple[Any, ...], list[str], np.ndarray] | None
+
+        def atomic(self) -> AbstractContextManager[None]: ...
+        def _read_snapshot(self) -> AbstractContextManager[None]: ...
+        def get(self, entry_id: str) -> Entry: ...
+        def string_num(self, text: str, *, add: bool = False) -> int | None: ...
+
+    def _model_tag(self, model_id: str, *, add: bool = False) -> str:
+        """What ``entries.embedding_model`` holds for this model: ``#`` and its number in ``strings``
+        (migration 0008), or, for a model no entry was embedded with yet (and ``add`` false), its name.
+        A reader matches the name too (a row written in full by an older writer)."""
+        if model_id.startswith("#"):  # the form of a model's number: a name may not take it
+            raise ConfigurationError(f"an embedding model id may not start with '#', got {model_id!r}")
+        num = self.string_num(model_id, add=add)
+        return model_id if num is None else f"#{num}"
+
+    def ensure_embeddings(self, encoder: "Encoder", *, batch_size: int = 64, progress=None,
+                          page_rows: int = 8192) -> int:
+        """Embed every entry whose embedding is missing, stale or from another model.
+
+        Entries whose content hash and model id are unchanged are skipped.
+        Each batch of ``batch_size`` texts is committed on its own, so an
+        interrupted pass keeps what it embedded and the next call continues
+        from there; ``progress(done, total)`` is called after each batch.
+        Identical contents are embedded once. The entries are read
+        ``page_rows`` at a time, so the pass holds one page of texts however
+        large the store (plus the stored form of contents that occur more
+        than once, until their last copy is written). Returns how many
+        entries were embedded.
+        """
+        conn = self._db.conn
+        # A row names its model by number (migration 0008) or, written by an older writer, in full.
+        stale = ("(embedding IS NULL OR embedding_model IS NULL OR embedding_model NOT IN (?, ?)"
+                 " OR embedded_hash IS NOT content_hash)")
+        models = (self._model_tag(encoder.model_id), encoder.model_id)
+        # Contents that occur more than once, with how many of their copies are left to write.
+        total, left = 0, {}
+        for digest, count in conn.execute(
+                f"SELECT content_hash, COUNT(*) FROM entries WHERE {stale} GROUP BY content_hash", models):
+            total += count
+            if count > 1:
+                left[digest] = count
+        if not total:
+            # Nothing to do: no write transaction, so the search cache (keyed on
+            # the write version) stays valid.
+            return 0
+        # Stored form of a repeated content once embedded: its later copies reuse it.
+        done_blobs: dict[str, bytes] = {}
+        done, after = 0, -1
+        while True:
+            page = conn.execute(
+                f"SELECT seq, id, content, content_hash FROM entries WHERE seq > ? AND {stale} ORDER BY seq LIMIT ?",
+                (after, *models, page_rows),
+            ).fetchall()
+            if not page:
+                break
+            after = page[-1][0]
+            # This page's distinct contents still to embed, in order; the rows of each.
+            unique: dict[str, str] = {}
+            rows_of: dict[str, list[str]] = {}
+            for _, entry_id, content, digest in page:
+                if digest not in done_blobs:
+                    unique.setdefault(digest, content)
+                rows_of.setdefault(digest, []).append(entry_id)
+            digests = list(unique)
+            reused = [d for d in rows_of if d in done_blobs]
+            for start in range(0, max(len(digests), 1), batch_size):
+                chunk = digests[start : start + batch_size]
+                blobs = [encode_embedding(v) for v in encoder.embed([unique[d] for d in chunk])] if chunk else []
+                todo = list(zip(chunk, blobs, strict=True))
+                if not start:  # the page's reused contents ride with its first batch
+                    todo += [(d, done_blobs[d]) for d in reused]
+                with self.atomic():
+                    tag = self._model_tag(encoder.model_id, add=True)
+                    for digest, blob in todo:
+                        for entry_id in rows_of[digest]:
+                            # Only if the content is still the one embedded: another
+                            # connection may have changed or removed the entry meanwhile.
+                            conn.execute(
+                                "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash"
+                                " WHERE id = ? AND content_hash = ?",
+                                (blob, tag, entry_id, digest),
+                            )
+                for digest, blob in todo:
+                    if digest in left:
+                        left[digest] -= len(rows_of[digest])
+                        if left[digest] > 0:
+                            done_blobs[digest] = blob
+                        else:
+                            done_blobs.pop(digest, None)
+                done += sum(len(rows_of[d]) for d, _ in todo)
+                if progress and todo:
+                    progress(done, total)
+        return total
+
+    @staticmethod
+    def as_stored(vector: np.ndarray) -> np.ndarray:
+        """``vector`` as the store reads it back once stored (dequantised float32).
+
+        What an in-memory structure built alongside the store must use, so
+        it matches one rebuilt from the store (a resumed run's pair queue).
+        """
+        return decode_embedding(encode_embedding(vector))
+
+    def set_embedding(self, entry_id: str, vector: np.ndarray, model_id: str, *, exact: bool = False) -> None:
+        """Store one entry's embedding (compact: int8 with a scale, see the module docstring).
+
+        ``exact=True`` stores the float32 vector as given (4 bytes a dimension), for
+        vectors whose every bit matters (hand-made ones at a threshold, say).
+        """
+        if not is_lookup_key(entry_id):
+            raise EntryNotFoundError.for_id(entry_id)
+        blob = np.asarray(vector, dtype=np.float32).tobytes() if exact else encode_embedding(vector)
+        with self.atomic():
+            cur = self._db.conn.execute(
+                "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash WHERE id = ?",
+                (blob, self._model_tag(model_id, add=True), entry_id),
+            )
+            if cur.rowcount == 0:
+                raise EntryNotFoundError.for_id(entry_id)
+
+    def embeddings(self, *, model_id: str | None = None) -> tuple[list[str], np.ndarray]:
+        """Ids (insertion order) and a float32 matrix of every embedded entry (dequantised).
+
+        The matrix is filled row by row from the cursor: the only full-size
+        array is the result (at 100k entries of d = 384, 154 MB; the blobs
+        are never all in memory at once).
+        """
+        where = " WHERE embedding IS NOT NULL" + (" AND embedding_model IN (?, ?)" if model_id else "")
+        args = (self._model_tag(model_id), model_id) if model_id else ()
+        with self._read_snapshot():
+            n = int(self._db.conn.execute("SELECT COUNT(*) FROM entries" + where, args).fetchone()[0])
+            if not n:
+                return [], np.zeros((0, 0), dtype=np.float32)
+            ids: list[str] = []
+            matrix: np.ndarray | None = None
+            for entry_id, blob in self._db.conn.execute(f"SELECT id, embedding FROM entries{where} ORDER BY seq", args):
+                vec = decode_embedding(blob)
+                if matrix is None:
+                    matrix = np.empty((n, vec.shape[0]), dtype=np.float32)
+                matrix[len(ids)] = vec
+                ids.append(entry_id)
+        assert matrix is not None
+        return ids, matrix
+
+    def identical_groups(self, *, max_seq: int) -> list[list[tuple[int, str]]]:
+        """``(seq, id)`` of live entries with identical content, one list per content (each in insertion
+        order, the lists in the order of their first entry); only entries with ``seq <= max_seq``.
+
+        Identical texts embed to the same vector: their cosine is 1, the highest there is. Found by
+        the stored content hash (no vectors read), then compared as text, so a hash collision never
+        groups two different texts.
+        """
+        groups: dict[str, list[tuple[int, str]]] = {}
+        with self._read_snapshot():
+            for seq, entry_id, content in self._db.conn.execute(
+                "SELECT seq, id, content FROM entries WHERE seq <= ? AND content_hash IN "
+                "(SELECT content_hash FROM entries WHERE seq <= ? GROUP BY content_hash HAVING COUNT(*) > 1) "
+                "ORDER BY seq", (int(max_seq), int(max_seq))):
+                groups.setdefault(content, []).append((int(seq), entry_id))
+        return [group for group in groups.values() if len(group) > 1]
+
+    def embedding_codes(self, *, model_id: str) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+        """Ids (insertion order), int8 codes ``(n, d)`` and float32 scales ``(n,)`` of every entry embedded by
+        ``model_id``, as stored: row ``i`` reads back as ``codes[i] * scales[i]`` (what :meth:`embeddings` gives).
+
+        A quarter of the float32 matrix's memory (38 MB at 100k entries of d = 384). ``None`` when an
+        embedding is stored as float32 (an older store, or ``set_embedding(exact=True)``): use
+        :meth:`embeddings` then.
+        """
+        with self._read_snapshot():
+            conn = self._db.conn
+            where = " WHERE embedding IS NOT NULL AND embedding_model IN (?, ?)"
+            models = (self._model_tag(model_id), model_id)
+            n = int(conn.execute("SELECT COUNT(*) FROM entries" + where, models).fetchone()[0])
+            if not n:
+                return [], np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.float32)
+            ids: list[str] = []
+            codes: np.ndarray | None = None
+            scales = np.empty(n, dtype=np.float32)
+            for entry_id, blob in conn.execute(f"SELECT id, embedding FROM entries{where} ORDER BY seq", models):
+                if blob[:4] != EMBEDDING_TAG:
+                    return None
+                if codes is None:
+                    codes = np.empty((n, len(blob) - _HEADER), dtype=np.int8)
+                i = len(ids)
+                codes[i] = np.frombuffer(blob, dtype=np.int8, offset=_HEADER)
+                scales[i] = np.frombuffer(blob, dtype=np.float32, count=1, offset=len(EMBEDDING_TAG))[0]
+                ids.append(entry_id)
+        assert codes is not None
+        return ids, codes, scales
+
+    def _with_missing(self, encoder: "Encoder", ids: list[str], matrix: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """``ids, matrix`` completed with in-memory vectors of the entries not embedded by ``encoder`` (in order)."""
+        have = set(ids)
+        rows = [(r[0], r[1]) for r in self._db.conn.execute("SELECT id, content FROM entries ORDER BY seq")]
+        missing = [(i, c) for i, c in rows if i not in have]
+        if not missing:
+            return ids, matrix
+        vectors = dict(zip(ids, matrix, strict=True))
+        vectors.update(zip((i for i, _ in missing), encoder.embed([c for _, c in missing]), strict=True))
+        order = [i for i, _ in rows]
+        return order, np.stack([np.asarray(vectors[i], dtype=np.float32) for i in order])
+
+    def search(self, query: str, k: int = 10, *, encoder: "Encoder") -> list[tuple[Entry, float]]:
+        """Cosine top-``k`` live entries for ``query`` (the default retriever).
+
+        The embedding matrix is cached in memory and rebuilt after any write.
+        Entries without an embedding are embedded first (and stored; a store
+        opened read-only embeds them in memory only).
+        """
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        def version() -> tuple[Any, ...]:
+            # Another connection (a compression in another process) may have
+            # committed since the cache was built: data_version says so.
+            return (self._version, self._db.conn.execute("PRAGMA data_version").fetchone()[0], encoder.model_id)
+
+        cache = self._search_cache
+        if not self.read_only and (cache is None or cache[0] != version()):
+            # Only when something changed: the check reads every entry row (O(n)).
+            self.ensure_embeddings(encoder)
+        with self._read_snapshot():
+            now = version()
+            cache = self._search_cache
+            if cache is None or cache[0] != now:
+                ids, matrix = self.embeddings(model_id=encoder.model_id)
+                if self.read_only:
+                    ids, matrix = self._with_missing(encoder, ids, matrix)
+                cache = self._search_cache = (now, ids, matrix)
+            _, ids, matrix = cache
+            if not ids:
+                return []
+            q = encoder.embed([query])[0]
+            # numpy's single-threaded loop: BLAS sgemv's threads stall on shared cores.
+            scores = np.einsum("ij,j->i", matrix, np.asarray(q, dtype=np.float32))
+            k = min(k, len(ids))
+            # Every score at or above the k-th (ties at the k-th place included), then a
+            # stable sort of those: the same top-k as a stable sort of all, ties by
+            # insertion order, without sorting n scores.
+            neg = -scores
+            kth = np.partition(neg, k - 1)[k - 1]
+            cand = np.flatnonzero(neg <= kth)
+            top = cand[np.argsort(neg[cand], kind="stable")][:k]
+            return [(self.get(ids[i]), float(scores[i])) for i in top]
