@@ -158,7 +158,7 @@ def synthetic_texts(n: int, seed: int = 0) -> list[str]:
 
 
 def _fake_method():
-    from memrefine_edge.core._decision import Decision
+    from memrefine_edge.core import Decision
     from memrefine_edge.methods import Method
 
     class HashJudge(Method):
@@ -185,7 +185,8 @@ def child_sizecheck(spec: dict) -> dict:
     import sqlite3
     import statistics
 
-    from memrefine_edge.store import Entry, MemoryStore
+    from memrefine_edge.core import Entry
+    from memrefine_edge.store import MemoryStore
     from memrefine_edge.testing import HashEncoder
 
     tmp = Path(tempfile.mkdtemp(prefix="memrefine-bench-size-"))
@@ -233,8 +234,8 @@ def child_encmem(spec: dict) -> dict:
     import numpy as np
     import onnxruntime as ort
 
-    from memrefine_edge.backends._encoder import OnnxEncoder
-    from memrefine_edge.store._formats import parse_file
+    from memrefine_edge.backends import OnnxEncoder
+    from memrefine_edge.store import parse_file
 
     texts = [e.content for e in parse_file(LOCOMO, format="locomo-turns", sample_id=SAMPLE_ID)[0]]
     base = _rss_mb()
@@ -276,8 +277,9 @@ def child(spec: dict) -> dict:
         return child_encmem(spec)
     t_start = time.perf_counter()
     marks = {"start": round(_rss_mb(), 1)}
-    from memrefine_edge.engine._compressor import Compressor
-    from memrefine_edge.store import Entry, MemoryStore
+    from memrefine_edge.core import Entry
+    from memrefine_edge.engine import Compressor
+    from memrefine_edge.store import MemoryStore
 
     tmp = Path(tempfile.mkdtemp(prefix="memrefine-bench-compress-"))
     clock: Counter = Counter()
@@ -285,7 +287,7 @@ def child(spec: dict) -> dict:
         db = tmp / "store.db"
         store = MemoryStore(db)
         if spec["kind"] == "synthetic":
-            from memrefine_edge.judging._merger import GuardedMerger
+            from memrefine_edge.judging import GuardedMerger
             from memrefine_edge.testing import FakeMerger, HashEncoder
 
             texts = synthetic_texts(spec["n"])
@@ -297,8 +299,8 @@ def child(spec: dict) -> dict:
             else:
                 method, merger = _fake_method(), FakeMerger()
         else:
-            from memrefine_edge.store._formats import import_file, load_sample
-            from memrefine_edge.engine._pipeline import PipelineConfig, build
+            from memrefine_edge.engine import PipelineConfig, build
+            from memrefine_edge.store import import_file, load_sample
 
             if spec["store"] == "sample":
                 load_sample(store)

@@ -10,7 +10,6 @@ bench/results/durability.json.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -22,10 +21,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from memrefine_edge import __version__  # noqa: E402
-from memrefine_edge.engine._compressor import Compressor  # noqa: E402
+from memrefine_edge.core import Entry
+from memrefine_edge.engine import (  # noqa: E402
+    Compressor,  # noqa: E402
+    PipelineConfig,
+    build,
+)
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
-from memrefine_edge.engine._pipeline import PipelineConfig, build  # noqa: E402
-from memrefine_edge.store import Entry, MemoryStore  # noqa: E402
+from memrefine_edge.store import MemoryStore  # noqa: E402
 from memrefine_edge.testing import FakeBackends  # noqa: E402
 
 TOPICS = "tea coffee hiking paris guitar piano dog cat yoga novel sister concert garden beach museum".split()

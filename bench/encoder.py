@@ -41,9 +41,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 import build_encoder  # noqa: E402
 
-from memrefine_edge.backends._encoder import OnnxEncoder, load_tokenizer  # noqa: E402
-from memrefine_edge.core._errors import ModelNotFoundError  # noqa: E402
-from memrefine_edge.backends._model_files import model_path, sha256_file  # noqa: E402
+from memrefine_edge.backends import OnnxEncoder, model_path
+from memrefine_edge.backends._encoder import load_tokenizer  # noqa: E402
+from memrefine_edge.backends._model_files import sha256_file  # noqa: E402
+from memrefine_edge.core import ModelNotFoundError  # noqa: E402
 
 __all__ = ["main"]
 

@@ -42,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 
 from _locomo import dev_json  # noqa: E402  (bench/ is the script's folder, first on sys.path)
 
-from memrefine_edge import __version__, eviction  # noqa: E402
+from memrefine_edge import __version__  # noqa: E402
+from memrefine_edge.engine import _eviction as eviction  # noqa: E402
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
 
 TUNE = ("conv-26", "conv-30", "conv-41", "conv-42")
@@ -57,7 +58,7 @@ def measure(samples: tuple[str, ...], weight: float, encoder: object, cache: Pat
             count: float | None = None) -> dict:
     """Strict runs of every store kind at one weight: ``{store: {budget: {...}}}``. ``count``: the count
     weight (None: the packaged one)."""
-    from memrefine_edge.eval._harness import EvalConfig, run_eval
+    from memrefine_edge.eval import EvalConfig, run_eval
     from memrefine_edge.eval._report import summarize
 
     eviction.EVICT_UNIQUE_WEIGHT = weight
@@ -96,7 +97,7 @@ def main() -> int:
     ap.add_argument("--count", action="store_true", help="choose the count weight on tune, score it once on test")
     ap.add_argument("--count-weights", default="0,0.05,0.1,0.2", help="--count: the count weights to try")
     args = ap.parse_args()
-    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.backends import OnnxEncoder
 
     packaged = eviction.EVICT_UNIQUE_WEIGHT
     encoder = OnnxEncoder()

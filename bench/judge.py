@@ -33,8 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_devset import DevPair, load_devset  # noqa: E402
 
-from memrefine_edge.core._errors import JudgeOutputError  # noqa: E402
-from memrefine_edge.judging._judge import Decision, FactJudge, GuardedJudge, Judge, LlamaJudge  # noqa: E402
+from memrefine_edge.core import (
+    Decision,
+    JudgeOutputError,  # noqa: E402
+)
+from memrefine_edge.judging import FactJudge, GuardedJudge, Judge, LlamaJudge  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -73,7 +76,7 @@ def act(d: Decision) -> str:
 
 
 def similarities(pairs: list[DevPair]) -> list[float]:
-    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.backends import OnnxEncoder
 
     enc = OnnxEncoder()
     va, vb = enc.embed([p.a for p in pairs]), enc.embed([p.b for p in pairs])
@@ -133,7 +136,7 @@ def evaluate(name: str, judge: Judge, pairs: list[DevPair], sims: list[float]) -
 
 
 def cmd_devset(args: argparse.Namespace) -> None:
-    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.backends import OnnxEncoder
 
     pairs = load_devset()
     sims = similarities(pairs)
@@ -247,10 +250,9 @@ def cmd_latency(args: argparse.Namespace) -> None:
 def cmd_fastpath(args: argparse.Namespace) -> None:
     """Share of the most similar LoCoMo pairs the fast path decides (= LLM calls saved)."""
     import numpy as np
-
     from judge_devset import _samples
 
-    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.backends import OnnxEncoder
     from memrefine_edge.judging._fastpath import fast_path
 
     enc = OnnxEncoder()
@@ -289,8 +291,7 @@ def cmd_fastpath(args: argparse.Namespace) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
-    from memrefine_edge.judging._judge import merge_instruction_for
-    from memrefine_edge.judging._merger import GuardedMerger, LlamaMerger
+    from memrefine_edge.judging import GuardedMerger, LlamaMerger, merge_instruction_for
 
     pairs = [p for p in load_devset() if p.category == "complementary"][: args.pairs]
     out = []

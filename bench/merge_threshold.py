@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memrefine_edge.backends._encoder import OnnxEncoder  # noqa: E402
-from memrefine_edge.eval._harness import EvalConfig, run_eval  # noqa: E402
-from memrefine_edge.engine._pipeline import PipelineConfig, build  # noqa: E402
+from memrefine_edge.backends import OnnxEncoder  # noqa: E402
+from memrefine_edge.engine import PipelineConfig, build  # noqa: E402
+from memrefine_edge.eval import EvalConfig, run_eval  # noqa: E402
 
 #: The shared data folder sits beside the repository.
 DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"

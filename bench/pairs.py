@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from memrefine_edge.index._pairs import PairQueue  # noqa: E402
+from memrefine_edge.index import PairQueue  # noqa: E402
 
 __all__ = ["main"]
 

@@ -182,7 +182,7 @@ class _Timed:
 
 
 def _pipeline(encoder_kind: str):
-    from memrefine_edge.engine._pipeline import Backends, PipelineConfig, build
+    from memrefine_edge.engine import Backends, PipelineConfig, build
 
     class _Parts(Backends):
         def encoder(self, config):
@@ -206,7 +206,7 @@ def agreement(store, encoder, queries: list[str], *, pairs: int = 2_000) -> dict
     """
     import numpy as np
 
-    from memrefine_edge.index._pairs import PairQueue
+    from memrefine_edge.index import PairQueue
 
     ids, q8 = store.embeddings(model_id=encoder.model_id)
     texts = [store.get(i).content for i in ids]
@@ -254,7 +254,7 @@ def agreement(store, encoder, queries: list[str], *, pairs: int = 2_000) -> dict
 
 
 def _entry(r: dict):
-    from memrefine_edge.store import Entry
+    from memrefine_edge.core import Entry
 
     return Entry(id=r["id"], content=r["content"], keywords=tuple(r["keywords"]),
                  timestamps=tuple(r["timestamps"]), links=(r["link"],) if "link" in r else ())
@@ -280,7 +280,7 @@ def child(spec: dict) -> dict:
     """One size, in this (fresh) process, on the store :func:`build_child` wrote."""
     import numpy as np
 
-    from memrefine_edge.engine._compressor import Compressor, Upkeep
+    from memrefine_edge.engine import Compressor, Upkeep
     from memrefine_edge.store import MemoryStore
 
     n = spec["n"]

@@ -38,11 +38,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from memrefine_edge.core._decision import Decision  # noqa: E402
+from memrefine_edge.core import Decision  # noqa: E402
+from memrefine_edge.methods._memrefine import MemRefineMethod  # noqa: E402
 from memrefine_edge.text._lastcopy import content_keys as keys  # noqa: E402  (names, numbers, dates, words)
 from memrefine_edge.text._lastcopy import specific_keys_among, stated_keys  # noqa: E402
-from memrefine_edge.methods._memrefine import MemRefineMethod  # noqa: E402
-
 
 FIRST_WORD_ID = 1996  # the first whole word of BERT's vocabulary ("the"), as scripts/make_common_words.py
 
@@ -50,7 +49,7 @@ FIRST_WORD_ID = 1996  # the first whole word of BERT's vocabulary ("the"), as sc
 @lru_cache(maxsize=None)
 def common_words_top(top: int) -> frozenset[str]:
     """The words among the first ``top`` frequency ranks of the encoder's vocabulary."""
-    from memrefine_edge.backends._model_files import model_path
+    from memrefine_edge.backends import model_path
 
     vocab = json.loads(Path(model_path("tokenizer")).read_text(encoding="utf-8"))["model"]["vocab"]
     return frozenset(w for w, i in vocab.items() if FIRST_WORD_ID <= i < FIRST_WORD_ID + top)
@@ -90,7 +89,7 @@ class StoreWordGuard(MemRefineMethod):
             return d
         why = f"store-wide: last copy of {sorted(last)}"
         if self.fallback == "merge":
-            from memrefine_edge.judging._judge import merge_instruction_for
+            from memrefine_edge.judging import merge_instruction_for
 
             return Decision("merge", None, merge_instruction=merge_instruction_for(pair.a.content, pair.b.content),
                             reason=why, source="scorer")
@@ -99,7 +98,7 @@ class StoreWordGuard(MemRefineMethod):
 
 def factory(encoder: Any):
     """The harness's method factory: the default pipeline, with the guard for the variant names."""
-    from memrefine_edge.engine._pipeline import PipelineConfig, build
+    from memrefine_edge.engine import PipelineConfig, build
 
     def make(name: str, config: Any):
         off, defer = name == "no-last-copy-check", name == "defer-last-copies"
@@ -162,8 +161,8 @@ def pooled(results: dict) -> dict:
 
 
 def main() -> None:
-    from memrefine_edge.backends._encoder import OnnxEncoder
-    from memrefine_edge.eval._harness import EvalConfig, run_eval
+    from memrefine_edge.backends import OnnxEncoder
+    from memrefine_edge.eval import EvalConfig, run_eval
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variants", default="p1,m1,p2,m2,m3,ps1,ms1,ms2,msr5,msr15,psr10",

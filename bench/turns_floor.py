@@ -54,10 +54,10 @@ sys.path.insert(0, str(ROOT))
 from _locomo import dev_json  # noqa: E402  (bench/ is the script's folder, first on sys.path)
 
 from memrefine_edge import __version__  # noqa: E402
-from memrefine_edge.core._entry import Entry, json_size  # noqa: E402
+from memrefine_edge.core import Entry, json_size  # noqa: E402
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
-from memrefine_edge.text._facts import coverage_keys, extract, is_filler, sentence_scans, strip_speaker  # noqa: E402
-from memrefine_edge.store._formats import parse_file  # noqa: E402
+from memrefine_edge.store import parse_file  # noqa: E402
+from memrefine_edge.text import coverage_keys, extract, is_filler, sentence_scans, strip_speaker  # noqa: E402
 
 SAMPLES = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47")
 TARGET = 0.30

@@ -35,13 +35,16 @@ sys.path.insert(0, str(ROOT))
 from _locomo import dev_json  # noqa: E402  (bench/ is the script's folder, first on sys.path)
 
 from memrefine_edge import __version__  # noqa: E402
-from memrefine_edge.core._decision import Decision  # noqa: E402
-from memrefine_edge.core._entry import Entry  # noqa: E402
+from memrefine_edge.core import (
+    Decision,  # noqa: E402
+    Entry,  # noqa: E402
+)
+from memrefine_edge.engine import Backends, PipelineConfig  # noqa: E402
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
-from memrefine_edge.text._facts import sentence_scans, strip_speaker  # noqa: E402
-from memrefine_edge.store._formats import parse_file  # noqa: E402
-from memrefine_edge.judging._judge import GuardedJudge, Judge, ScorerJudge, scorer_guard  # noqa: E402
-from memrefine_edge.engine._pipeline import Backends, PipelineConfig  # noqa: E402
+from memrefine_edge.judging import GuardedJudge, Judge, ScorerJudge
+from memrefine_edge.judging._judge import scorer_guard  # noqa: E402
+from memrefine_edge.store import parse_file  # noqa: E402
+from memrefine_edge.text import sentence_scans, strip_speaker  # noqa: E402
 
 SAMPLES = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47")
 BUDGETS = (1.0, 0.5, 0.3)
@@ -100,7 +103,7 @@ class PackingJudge(Judge):
 
 
 def run(variant: str, origins: Origins, encoder: object) -> dict:
-    from memrefine_edge.eval._harness import EvalConfig, run_eval
+    from memrefine_edge.eval import EvalConfig, run_eval
     from memrefine_edge.eval._report import summarize
 
     judges: list[PackingJudge] = []
@@ -127,7 +130,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "turns_packing.json"))
     args = ap.parse_args()
-    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.backends import OnnxEncoder
 
     data = dev_json()
     origins = Origins({s: parse_file(data, format="locomo-turns", sample_id=s)[0] for s in SAMPLES})

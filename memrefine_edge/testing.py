@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 import numpy as np
 
-from memrefine_edge.backends._encoder import Encoder
+from memrefine_edge.backends import Encoder
 
 __all__ = ["HashEncoder"]
 
@@ -55,10 +55,8 @@ class HashEncoder(Encoder):
 
 # --- judge and merger fakes -------------------------------------------------------
 
-from memrefine_edge.core._decision import Decision  # noqa: E402
-from memrefine_edge.core._errors import JudgeOutputError  # noqa: E402
-from memrefine_edge.judging._judge import Judge  # noqa: E402
-from memrefine_edge.judging._merger import MergedEntry, Merger  # noqa: E402
+from memrefine_edge.core import Decision, JudgeOutputError  # noqa: E402
+from memrefine_edge.judging import Judge, MergedEntry, Merger  # noqa: E402
 
 
 class ScriptedJudge(Judge):
@@ -129,7 +127,7 @@ __all__ += ["ScriptedJudge", "InvalidOutputJudge", "AlwaysJudge", "FakeMerger"]
 
 # --- the whole pipeline, without models ---------------------------------------------------
 
-from memrefine_edge.engine._pipeline import Backends, PipelineConfig  # noqa: E402
+from memrefine_edge.engine import Backends, PipelineConfig  # noqa: E402
 
 
 class FakeBackends(Backends):
@@ -152,7 +150,7 @@ class FakeBackends(Backends):
         return self._encoder if self._encoder is not None else HashEncoder()
 
     def judge(self, config: PipelineConfig) -> Judge:
-        from memrefine_edge.judging._judge import default_judge
+        from memrefine_edge.judging import default_judge
 
         name = "fact" if config.judge_model == "fact" else "none"
         return default_judge(name, merge_min_similarity=config.merge_min_similarity)
@@ -161,7 +159,7 @@ class FakeBackends(Backends):
         return self._method if self._method is not None else super().method(config)
 
     def merger(self, config: PipelineConfig) -> Merger:
-        from memrefine_edge.judging._merger import GuardedMerger
+        from memrefine_edge.judging import GuardedMerger
 
         return self._merger if self._merger is not None else GuardedMerger(None)
 

@@ -49,8 +49,10 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from bert_numpy import BertConfig, bert_forward, load_safetensors, mean_pool  # noqa: E402
-from memrefine_edge.backends._encoder import OnnxEncoder, load_tokenizer  # noqa: E402
-from memrefine_edge.backends._model_files import model_path, models_dir, sha256_file  # noqa: E402
+
+from memrefine_edge.backends import OnnxEncoder, model_path, models_dir
+from memrefine_edge.backends._encoder import load_tokenizer  # noqa: E402
+from memrefine_edge.backends._model_files import sha256_file  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "encoder"
 FP32_NAME = "all-MiniLM-L6-v2-fp32.onnx"
@@ -407,7 +409,7 @@ def install(out_dir: Path, *, log: Callable[[str], None] = print) -> int:
     is what makes the file the default (``memrefine_edge.backends._model_files.default_encoder_path``);
     it is written last, and only when the fidelity check passes.
     """
-    from memrefine_edge.backends._model_files import BUILT_ENCODER_FILE
+    from memrefine_edge.backends import BUILT_ENCODER_FILE
 
     target = out_dir / BUILT_ENCODER_FILE
     record = target.with_name(target.name + ".build.json")

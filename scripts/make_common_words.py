@@ -25,7 +25,7 @@ FIRST_WORD_ID = 1996  # "the": everything before is [PAD], [unusedN], [CLS]... a
 
 
 def main() -> int:
-    from memrefine_edge.backends._model_files import model_path
+    from memrefine_edge.backends import model_path
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=10_000, help="vocabulary ranks counted as common [10000]")

@@ -15,12 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memrefine_edge.cli import main  # noqa: E402
-from memrefine_edge.testing import FakeBackends, HashEncoder  # noqa: E402
-
 from crash_fakes import CampaignMethod  # noqa: E402
 from fakes import ConcatMerger  # noqa: E402
 
+from memrefine_edge.cli import main  # noqa: E402
+from memrefine_edge.testing import FakeBackends, HashEncoder  # noqa: E402
 
 if __name__ == "__main__":
     # MEMREFINE_TEST_SLEEP_MS slows every decision down (to interrupt a run mid-way).

@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memrefine_edge.engine._compressor import Compressor  # noqa: E402
+from fakes import ConcatMerger, ScriptedMethod  # noqa: E402
+
+from memrefine_edge.engine import Compressor  # noqa: E402
 from memrefine_edge.store import MemoryStore  # noqa: E402
 from memrefine_edge.testing import HashEncoder  # noqa: E402
-
-from fakes import ConcatMerger, ScriptedMethod  # noqa: E402
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memrefine_edge.core._errors import MemRefineError
+from memrefine_edge.core import MemRefineError
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
 

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from memrefine_edge.engine._compressor import Compressor, CompressionReport
-from memrefine_edge.core._decision import Decision
+from fakes import ConcatMerger
+
+from memrefine_edge.core import CompressionReport, Decision, Entry
+from memrefine_edge.engine import Compressor
 from memrefine_edge.methods import Method, PairContext
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.store import MemoryStore
 from memrefine_edge.store._journal import unpack_text
 from memrefine_edge.testing import HashEncoder
-
-from fakes import ConcatMerger
 
 WORDS = ("tea coffee hiking paris berlin guitar piano dog cat running yoga novel movie sister brother "
          "birthday concert garden painting camping beach museum school job interview recipe soup").split()

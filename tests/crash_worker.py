@@ -50,9 +50,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memrefine_edge.store import MemoryStore  # noqa: E402
-
 from crash_fakes import compressor_for  # noqa: E402
+
+from memrefine_edge.store import MemoryStore  # noqa: E402
 
 _CURSOR = re.compile(r"^UPDATE runs SET cursor = \d+ WHERE run_id = '[^']*' AND cursor = (\d+)$")
 

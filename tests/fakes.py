@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable
 
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.judging._merger import MergedEntry, Merger
+from memrefine_edge.core import Decision
+from memrefine_edge.judging import MergedEntry, Merger
 from memrefine_edge.methods import Method, PairContext
 
 

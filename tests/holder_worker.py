@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import sys
 
-from memrefine_edge.core._errors import MemRefineError
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.core import Entry, MemRefineError
+from memrefine_edge.store import MemoryStore
 
 
 def _entry(entry_id: str) -> Entry:

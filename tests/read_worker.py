@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from crash_fakes import WORDS, campaign_entries, check_snapshot, read_everything  # noqa: E402
+
 from memrefine_edge.store import MemoryStore  # noqa: E402
 from memrefine_edge.testing import HashEncoder  # noqa: E402
-
-from crash_fakes import WORDS, campaign_entries, check_snapshot, read_everything  # noqa: E402
 
 
 def main() -> None:

@@ -20,12 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memrefine_edge.engine._compressor import Compressor, Upkeep  # noqa: E402
-from memrefine_edge.store import Entry, MemoryStore  # noqa: E402
-from memrefine_edge.testing import HashEncoder  # noqa: E402
-
 from crash_fakes import CampaignMethod  # noqa: E402
 from fakes import ConcatMerger  # noqa: E402
+
+from memrefine_edge.core import Entry
+from memrefine_edge.engine import Compressor, Upkeep  # noqa: E402
+from memrefine_edge.store import MemoryStore  # noqa: E402
+from memrefine_edge.testing import HashEncoder  # noqa: E402
 
 TOPICS = ("tea coffee hiking paris guitar piano dog cat yoga novel sister birthday concert garden beach museum "
           "school recipe soup violin marathon pottery camping lisbon kyoto bakery library").split()

@@ -11,20 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memrefine_edge.methods._rules import (
-    MERGE_INSTRUCTION,
-    RuleOptionError,
-    RulePR,
-    RuleSim,
-    knn_edges,
-    link_edges,
-    pagerank,
-)
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.core._decision import Decision
+from memrefine_edge.core import Decision, Entry, RuleOptionError
+from memrefine_edge.engine import Compressor
+from memrefine_edge.index import similarity_matrix
 from memrefine_edge.methods import PairContext, get_method, method_names
-from memrefine_edge.index._pairs import similarity_matrix
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.methods._rules import MERGE_INSTRUCTION, RulePR, RuleSim, knn_edges, link_edges, pagerank
+from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
 
 DIM = 4

@@ -9,15 +9,13 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
-
-from memrefine_edge.store._budget import get_budget, set_budget
-from memrefine_edge.cli import cli
-from memrefine_edge.store import MemoryStore
-from memrefine_edge.testing import FakeBackends, HashEncoder
-
 from fakes import ConcatMerger, ScriptedMethod
 from test_compress_cmds import _fake_cli, fake
 from test_compressor import make_store
+
+from memrefine_edge.cli import cli
+from memrefine_edge.store import MemoryStore, get_budget, set_budget
+from memrefine_edge.testing import FakeBackends, HashEncoder
 
 
 def run(*args: str, backends=None):

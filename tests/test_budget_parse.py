@@ -7,16 +7,14 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
-from memrefine_edge import budget as budgets
-from memrefine_edge.store._budget import get_budget, parse_budget, resolve_target, set_budget
-from memrefine_edge.cli import cli
-from memrefine_edge.core._errors import BudgetError
-from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.engine._upkeep import Upkeep
-
 from test_compress_cmds import fake
 from test_compressor import compressor, make_store
+
+from memrefine_edge.cli import cli
+from memrefine_edge.cli._budget_cmds import budget as budgets
+from memrefine_edge.core import BudgetError, Entry
+from memrefine_edge.engine import Upkeep
+from memrefine_edge.store import MemoryStore, get_budget, parse_budget, resolve_target, set_budget
 
 #: The largest budget in bytes (budget.MAX_BUDGET_BYTES): exact in every JSON reader, within SQLite's integers.
 MAX_BUDGET_BYTES = 2**53 - 1

@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from memrefine_edge.store._budget import get_budget
-from memrefine_edge.cli import cli
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.core._errors import ModelLoadError
-from memrefine_edge.store import MemoryStore
-from memrefine_edge.testing import FakeBackends, HashEncoder
-
 from fakes import ConcatMerger, ScriptedMethod
 from test_compressor import make_store
+
+from memrefine_edge.cli import cli
+from memrefine_edge.core import ModelLoadError
+from memrefine_edge.engine import Compressor
+from memrefine_edge.store import MemoryStore, get_budget
+from memrefine_edge.testing import FakeBackends, HashEncoder
 
 
 class _BrokenMethod(ScriptedMethod):
@@ -98,7 +96,7 @@ def test_the_budget_is_recorded_in_the_transaction_that_starts_the_run(tmp_path)
         comp = Compressor(store, encoder=HashEncoder(), method=ScriptedMethod(), merger=ConcatMerger())
 
         def record_then_fail() -> None:
-            from memrefine_edge.store._budget import set_budget
+            from memrefine_edge.store import set_budget
 
             set_budget(store, target_bytes=1000, metric="json", spec="1000")
             raise KeyboardInterrupt  # killed between the budget and the run's row

@@ -7,14 +7,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from memrefine_edge.cli import cli
-from memrefine_edge.store._formats import export_jsonl
-from memrefine_edge.store import MemoryStore
-from memrefine_edge.testing import FakeBackends, HashEncoder
-
 from fakes import ConcatMerger, ScriptedMethod
 from test_compressor import make_store
+
+from memrefine_edge.cli import cli
+from memrefine_edge.store import MemoryStore, export_jsonl
+from memrefine_edge.testing import FakeBackends, HashEncoder
 
 
 def fake() -> FakeBackends:
@@ -120,7 +118,7 @@ def test_merge_min_similarity_out_of_range_is_a_usage_error(tmp_path):
 
 
 def test_a_busy_store_is_reported_before_the_models_load(tmp_path):
-    from memrefine_edge.engine._compressor import RunLock
+    from memrefine_edge.store import RunLock
 
     db = tmp_path / "s.db"
     make_store(db).close()
@@ -218,7 +216,7 @@ def test_an_interrupted_dry_run_leaves_no_copy_of_the_store(tmp_path, sig):
 
 
 def test_a_store_reached_through_a_symlink_shares_the_run_lock(tmp_path):
-    from memrefine_edge.engine._compressor import RunLock
+    from memrefine_edge.store import RunLock
 
     db = tmp_path / "s.db"
     make_store(db).close()

@@ -10,15 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from memrefine_edge.engine._compressor import Compressor, RunLock, build_merged_entry, merged_entry_id
-from memrefine_edge.core._errors import BudgetError, ConfigurationError, MemRefineError, RunLockedError
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.methods import Method, PairContext
-from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.testing import HashEncoder
-
 from fakes import ConcatMerger, ScriptedMethod
+
+from memrefine_edge.core import BudgetError, ConfigurationError, Decision, Entry, MemRefineError, RunLockedError
+from memrefine_edge.engine import Compressor
+from memrefine_edge.judging import build_merged_entry, merged_entry_id
+from memrefine_edge.methods import Method, PairContext
+from memrefine_edge.store import MemoryStore, RunLock
+from memrefine_edge.testing import HashEncoder
 
 HERE = Path(__file__).resolve().parent
 WORDS = ("tea coffee hiking paris berlin guitar piano dog cat running yoga novel movie sister brother "
@@ -372,13 +371,13 @@ def test_an_entry_removed_by_another_connection_during_a_run_is_skipped(tmp_path
 
 class _BrokenModelMethod(ScriptedMethod):
     def load(self) -> None:
-        from memrefine_edge.core._errors import ModelLoadError
+        from memrefine_edge.core import ModelLoadError
 
         raise ModelLoadError("llama.cpp could not load mine.gguf")
 
 
 def test_a_model_that_fails_to_load_records_no_run(tmp_path):
-    from memrefine_edge.core._errors import ModelLoadError
+    from memrefine_edge.core import ModelLoadError
 
     store = make_store(tmp_path / "s.db")
     before = export(store)
@@ -580,12 +579,11 @@ def _fate(entry_id: str, removed_by: dict, live: set[str]):
 def test_every_fact_sentence_survives_or_is_an_audited_delete_on_every_dev_conversation(locomo_dir, tmp_path):
     import json as _json
 
-    from memrefine_edge.backends._encoder import OnnxEncoder
-    from memrefine_edge.text._facts import fact_sentences, missing_facts
-    from memrefine_edge.store._formats import import_file
-    from memrefine_edge.judging._judge import default_judge
-    from memrefine_edge.judging._merger import GuardedMerger
+    from memrefine_edge.backends import OnnxEncoder
+    from memrefine_edge.judging import GuardedMerger, default_judge
     from memrefine_edge.methods import get_method
+    from memrefine_edge.store import import_file
+    from memrefine_edge.text import fact_sentences, missing_facts
 
     encoder = OnnxEncoder()
     samples = [s["sample_id"] for s in _json.loads((locomo_dir / "locomo-dev.json").read_text())]

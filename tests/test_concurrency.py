@@ -18,14 +18,24 @@ import threading
 from pathlib import Path
 
 import pytest
+from crash_fakes import (
+    WORDS,
+    Config,
+    campaign_entries,
+    check_invariants,
+    check_snapshot,
+    compress_in_process,
+    compressor_for,
+    decision_keys,
+    export,
+    make_campaign_store,
+    read_everything,
+)
 
-from memrefine_edge.engine._compressor import Upkeep
-from memrefine_edge.core._errors import RunLockedError
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.core import Entry, RunLockedError
+from memrefine_edge.engine import Upkeep
+from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
-
-from crash_fakes import WORDS, Config, campaign_entries, check_invariants, check_snapshot, compress_in_process, \
-    compressor_for, decision_keys, export, make_campaign_store, read_everything
 
 HERE = Path(__file__).resolve().parent
 CFG = Config("paper", budget=0.45)

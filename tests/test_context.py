@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memrefine_edge.core import Entry
 from memrefine_edge.eval._context import (
     StoreText,
     answer_presence,
@@ -15,7 +16,7 @@ from memrefine_edge.eval._context import (
 )
 from memrefine_edge.eval._floors import evict_floor
 from memrefine_edge.eval._harness import recall_of, top_k
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
 
 

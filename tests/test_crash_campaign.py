@@ -35,13 +35,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from memrefine_edge.store import MemoryStore
-
+from crash_fakes import (
+    Config,
+    campaign_entries,
+    check_invariants,
+    compress_in_process,
+    decision_keys,
+    export,
+    make_campaign_store,
+)
 from fakes import interrupt_after_evictions
 
-from crash_fakes import Config, campaign_entries, check_invariants, compress_in_process, decision_keys, export, \
-    make_campaign_store
+from memrefine_edge.store import MemoryStore
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "crash_worker.py"

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from test_compressor import compressor, export, make_store
 
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.core._errors import ConfigurationError
+from memrefine_edge.core import ConfigurationError, Decision
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import MemoryStore
 

@@ -18,9 +18,10 @@ from typing import Sequence
 import numpy as np
 import pytest
 
-from memrefine_edge.backends._encoder import Encoder, OnnxEncoder, load_tokenizer
-from memrefine_edge.core._errors import InvalidEntryError, ModelLoadError, ModelNotFoundError
-from memrefine_edge.backends._model_files import default_encoder_path, model_path, models_dir, sha256_file
+from memrefine_edge.backends import Encoder, OnnxEncoder, model_path, models_dir
+from memrefine_edge.backends._encoder import load_tokenizer
+from memrefine_edge.backends._model_files import default_encoder_path, sha256_file
+from memrefine_edge.core import InvalidEntryError, ModelLoadError, ModelNotFoundError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "encoder"
 BUILT_INT8 = "all-MiniLM-L6-v2-int8-dynamic-pc.onnx"  # scripts/build_encoder.py output, if built
@@ -272,9 +273,9 @@ def test_numpy_reference_bert_matches_the_exported_graph(packaged: OnnxEncoder) 
     reference implementation, independently of the fp32 weights.
     """
     onnx = pytest.importorskip("onnx")
-    from onnx import numpy_helper
-
     import importlib.util
+
+    from onnx import numpy_helper
 
     script = Path(__file__).resolve().parents[1] / "scripts" / "bert_numpy.py"  # the build tool, not the package
     spec = importlib.util.spec_from_file_location("bert_numpy", script)

@@ -9,19 +9,11 @@ import numpy as np
 import pytest
 from fakes import ConcatMerger
 
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.core._errors import EvalError, MemRefineError
-from memrefine_edge.eval._harness import (
-    Answerer,
-    EvalConfig,
-    Question,
-    evidence_ids,
-    load_questions,
-    recall_of,
-    run_eval,
-    stratified_sample,
-    top_k,
-)
+from memrefine_edge.core import Decision, EvalError, MemRefineError
+from memrefine_edge.eval import EvalConfig, run_eval
+from memrefine_edge.eval._answerer import Answerer
+from memrefine_edge.eval._harness import recall_of, top_k
+from memrefine_edge.eval._questions import Question, evidence_ids, load_questions, stratified_sample
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
@@ -273,8 +265,8 @@ def test_top_k_ties_break_by_insertion_order():
 
 
 def test_a_missing_answer_model_file_is_reported_at_construction(tmp_path):
-    from memrefine_edge.core._errors import ModelNotFoundError
-    from memrefine_edge.eval._harness import LlamaAnswerer
+    from memrefine_edge.core import ModelNotFoundError
+    from memrefine_edge.eval._answerer import LlamaAnswerer
 
     with pytest.raises(ModelNotFoundError, match="nope.gguf"):
         LlamaAnswerer(model_path=tmp_path / "nope.gguf")

@@ -13,13 +13,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_compressor import compressor, export, make_store, synthetic_entries
 
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.core._errors import BudgetError
-from memrefine_edge.text._facts import is_filler
+from memrefine_edge.core import BudgetError, Decision, Entry
+from memrefine_edge.engine import Compressor
 from memrefine_edge.methods import PairContext
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
+from memrefine_edge.text import is_filler
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -49,11 +48,11 @@ def naive_eviction_order(entries: list[Entry], target: int) -> list[str]:
     import math
     from dataclasses import replace
 
-    from memrefine_edge.core._entry import json_size
+    from memrefine_edge.core import json_size
     from memrefine_edge.engine._eviction import EVICT_COUNT_WEIGHT, EVICT_SIZE_WEIGHT, EVICT_UNIQUE_WEIGHT
-    from memrefine_edge.text._facts import is_filler
-    from memrefine_edge.text._lastcopy import content_keys, specific_keys
-    from memrefine_edge.index._similarity import similarity_matrix
+    from memrefine_edge.index import similarity_matrix
+    from memrefine_edge.text import is_filler, specific_keys
+    from memrefine_edge.text._lastcopy import content_keys
 
     enc = HashEncoder()
     from memrefine_edge.store._vectors import decode_embedding, encode_embedding  # the stored (int8) vectors

@@ -21,12 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.core._errors import MergeOutputError
-from memrefine_edge.judging._judge import default_judge
-from memrefine_edge.judging._merger import GuardedMerger, MergedEntry, Merger
-from memrefine_edge.engine._pipeline import PipelineConfig, build
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.core import Entry, MergeOutputError
+from memrefine_edge.engine import Compressor, PipelineConfig, build
+from memrefine_edge.judging import GuardedMerger, MergedEntry, Merger, default_judge
+from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import FakeBackends, HashEncoder
 
 NAMES = ("Ana", "Ben", "Mia", "Tom", "Carla", "David", "Elena", "Farid", "Greta", "Hugo", "Ines", "Jonas",
@@ -305,7 +303,7 @@ def test_the_generated_suite_has_every_kind_and_no_pair_of_equal_texts():
     ("Flight 12 leaves from gate 7.", "Flight 12 leaves from gate 7.5.", "gate 7", "5"),
 ])
 def test_an_entry_does_not_state_facts_it_binds_otherwise(a, b, lost_a, lost_b):
-    from memrefine_edge.text._bindings import lost_facts
+    from memrefine_edge.text import lost_facts
 
     assert lost_a in " ".join(lost_facts(a, b, min_word_cover=0.0))
     assert lost_b in " ".join(lost_facts(b, a, min_word_cover=0.0))
@@ -322,13 +320,13 @@ def test_an_entry_does_not_state_facts_it_binds_otherwise(a, b, lost_a, lost_b):
     ("Flight 12, gate 7.", "flight 12 gate 7"),
 ])
 def test_an_entry_states_what_it_says_in_other_words_or_order(gone, kept):
-    from memrefine_edge.text._bindings import lost_facts
+    from memrefine_edge.text import lost_facts
 
     assert lost_facts(gone, kept, min_word_cover=0.0) == []
 
 
 def test_a_merged_entry_keeps_who_said_each_part():
-    from memrefine_edge.judging._merger import concat_merge
+    from memrefine_edge.judging import concat_merge
 
     # B's speaker is A's first speaker, not its last: B's part is labelled again.
     a = "Ana: I adopted a cat named Pixel in 2021. Ben: I bought a red kayak in Oslo."

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from memrefine_edge.text._facts import (
+from memrefine_edge.text import (
     covers,
+    describe,
     extract,
-    fact_overlap,
     fact_sentences,
     is_filler,
     missing_facts,
     normalise,
-    stem,
     strip_speaker,
 )
-from memrefine_edge.text._bindings import describe
+from memrefine_edge.text._facts import fact_overlap, stem
 
 
 def test_speaker_prefix_is_split_and_kept_as_a_name():
@@ -150,7 +149,8 @@ def test_speaker_labels_inside_a_merged_entry_are_names():
 
 
 def test_sentence_words_agree_with_the_entry_level_extractor():
-    from memrefine_edge.text._facts import extract, is_filler, sentence_words
+    from memrefine_edge.text import extract, is_filler
+    from memrefine_edge.text._facts import sentence_words
 
     for sentence in ["Thanks, Maria!", "Ana: I adopted a cat named Tom last week.", "", "   ",
                      "We didn't go to Paris in May.", "Hey Gina, how are you doing?", "I ran 5K on Sunday."]:
@@ -169,7 +169,8 @@ def test_sentence_words_agree_with_the_entry_level_extractor():
     "Jon: Bye!",
 ])
 def test_sentence_scans_agree_with_each_sentence_scanned_alone(text):
-    from memrefine_edge.text._facts import _SENTENCE, fact_sentences, sentence_scans, sentence_words, strip_speaker
+    from memrefine_edge.text import fact_sentences, sentence_scans, strip_speaker
+    from memrefine_edge.text._facts import _SENTENCE, sentence_words
 
     _, body = strip_speaker(text)
     sentences = [s.strip() for s in _SENTENCE.split(body) if s.strip()]
@@ -178,7 +179,8 @@ def test_sentence_scans_agree_with_each_sentence_scanned_alone(text):
 
 
 def test_stated_words_leave_out_small_talk_and_questions():
-    from memrefine_edge.text._facts import sentence_scans, sentence_words, stated_words
+    from memrefine_edge.text import sentence_scans, stated_words
+    from memrefine_edge.text._facts import sentence_words
 
     text = "Melanie: Hey! I painted a lake sunrise. Did you go kayaking? We adopted a puppy named Max."
     assert stated_words(sentence_scans(text)) == (sentence_words("I painted a lake sunrise.")[1]

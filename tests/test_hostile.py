@@ -28,14 +28,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
-from hypothesis.control import currently_in_test_context, event
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context, event
 
 import memrefine_edge.cli._store_cmds  # noqa: F401  (registers the store commands on `cli`)
 from memrefine_edge.cli import cli
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.core._entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, MAX_METADATA_DEPTH
-from memrefine_edge.core._errors import (
+from memrefine_edge.core import (
+    MAX_CONTENT_CHARS,
+    MAX_ID_CHARS,
+    MAX_METADATA_DEPTH,
+    Decision,
+    Entry,
     EntryNotFoundError,
     ExportError,
     ImportFormatError,
@@ -43,14 +46,15 @@ from memrefine_edge.core._errors import (
     MemRefineError,
     MergeOutputError,
     StoreFullError,
+    validate_entry,
 )
-from memrefine_edge.text._facts import missing_facts
-from memrefine_edge.store._formats import FORMATS, export_jsonl, import_file, parse_file
-from memrefine_edge.judging._judge import MAX_ENTRY_CHARS, Decision, GuardedJudge, Judge, build_messages
-from memrefine_edge.judging._merger import GuardedMerger, MergedEntry, Merger, build_merge_messages
+from memrefine_edge.engine import Compressor
+from memrefine_edge.judging import GuardedJudge, GuardedMerger, Judge, MergedEntry, Merger
+from memrefine_edge.judging._prompts import MAX_ENTRY_CHARS, build_merge_messages, build_messages
 from memrefine_edge.methods import Method, PairContext
-from memrefine_edge.store import Entry, MemoryStore, validate_entry
+from memrefine_edge.store import FORMATS, MemoryStore, export_jsonl, import_file, parse_file
 from memrefine_edge.testing import HashEncoder
+from memrefine_edge.text import missing_facts
 
 HOSTILE = settings(
     derandomize=True,
@@ -868,8 +872,8 @@ def test_chat_template_cannot_be_steered_by_an_entry():
 def test_real_tokenizer_sees_no_injected_control_tokens():
     """With the bundled GGUF's own template and tokenizer, an injected entry adds no special token."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from memrefine_edge.core._errors import ModelError
     from memrefine_edge.backends._llama import chat_prompt, load_llama, tokenize
+    from memrefine_edge.core import ModelError
 
     try:
         llm = load_llama()
@@ -974,8 +978,8 @@ def _run_isolated(code: str) -> dict:
 
 
 def _manifest_file(name: str) -> Path | None:
-    from memrefine_edge.core._errors import ModelError
-    from memrefine_edge.backends._model_files import model_path
+    from memrefine_edge.backends import model_path
+    from memrefine_edge.core import ModelError
 
     try:
         return model_path(name)
@@ -988,7 +992,8 @@ def test_corrupted_encoder_and_tokenizer_files_raise_model_load_error(tmp_path):
 
     Runs without fetched models (a tiny tokenizer is built here); cuts of the real files are
     added when they are present."""
-    from tokenizers import Tokenizer, models as tok_models
+    from tokenizers import Tokenizer
+    from tokenizers import models as tok_models
 
     good_tokenizer = tmp_path / "tiny-tokenizer.json"
     Tokenizer(tok_models.WordLevel({"[PAD]": 0, "[UNK]": 1, "hello": 2}, unk_token="[UNK]")).save(str(good_tokenizer))
@@ -1087,9 +1092,9 @@ def test_corrupted_gguf_raises_model_load_error_in_a_subprocess(tmp_path):
 @pytest.mark.models
 def test_corrupted_manifest_files_fail_their_checksum(tmp_path, monkeypatch):
     """A same-size corrupted copy under the manifest's name: the loaders and `models check` refuse it."""
-    from memrefine_edge.backends._encoder import OnnxEncoder
-    from memrefine_edge.core._errors import ModelChecksumError
+    from memrefine_edge.backends import OnnxEncoder
     from memrefine_edge.backends._llama import load_llama
+    from memrefine_edge.core import ModelChecksumError
 
     encoder, tokenizer = _manifest_file("encoder"), _manifest_file("tokenizer")
     if encoder is None or tokenizer is None:
@@ -1119,7 +1124,7 @@ def test_models_check_cli_reports_a_same_size_corrupted_file(tmp_path, monkeypat
     (tests/test_models.py covers the truncated, size-mismatch case)."""
     import hashlib
 
-    from memrefine_edge.backends import model_files as models
+    from memrefine_edge.backends import _model_files as models
 
     payload = b"tokenizer bytes " * 1000
     root, dest = tmp_path / "repo_models", tmp_path / "models"

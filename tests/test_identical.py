@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.engine._identical import IDENTICAL_SIMILARITY, identical_pairs
-from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.testing import HashEncoder
-
 from fakes import ConcatMerger, ScriptedMethod
+
+from memrefine_edge.core import Entry
+from memrefine_edge.engine import Compressor
+from memrefine_edge.engine._identical import IDENTICAL_SIMILARITY, identical_pairs
+from memrefine_edge.store import MemoryStore
+from memrefine_edge.testing import HashEncoder
 
 TOPICS = ("tea in Paris", "a guitar lesson", "the dog's birthday", "yoga on Sunday", "a museum in Berlin",
           "camping at the beach", "a job interview", "soup recipes", "the sister's concert", "running shoes")

@@ -8,19 +8,26 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memrefine_edge import importers
 import memrefine_edge.cli._store_cmds  # noqa: F401  (registers the store commands on `cli`)
 from memrefine_edge.cli import cli
-from memrefine_edge.core._errors import DuplicateIdError, ImportFormatError, InvalidEntryError, MemRefineError
-from memrefine_edge.store._formats import (
+from memrefine_edge.core import (
+    MAX_CONTENT_CHARS,
+    DuplicateIdError,
+    Entry,
+    ImportFormatError,
+    InvalidEntryError,
+    MemRefineError,
+)
+from memrefine_edge.store import (
     ImportReport,
+    MemoryStore,
     export_jsonl,
     import_file,
     load_sample,
     parse_file,
     sample_path,
 )
-from memrefine_edge.store import MAX_CONTENT_CHARS, Entry, MemoryStore
+from memrefine_edge.store import _formats as importers
 from memrefine_edge.testing import HashEncoder
 
 FIX = Path(__file__).parent / "fixtures" / "importers"
@@ -438,7 +445,7 @@ def test_cli_import_stats_export(tmp_path, run):
 
 
 def test_cli_format_list_matches_library():
-    from memrefine_edge.cli import store_cmds
+    from memrefine_edge.cli import _store_cmds as store_cmds
 
     assert store_cmds._FORMATS == importers.FORMATS
 

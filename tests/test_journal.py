@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from fakes import ConcatMerger
+from test_compressor import OneShot, compressor, export, make_store
 
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.core._errors import MemRefineError
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.core import Decision, Entry, MemRefineError
+from memrefine_edge.engine import Compressor
+from memrefine_edge.judging import MergedEntry, Merger
+from memrefine_edge.store import MemoryStore
 from memrefine_edge.store._journal import pack_field, unpack_text
 from memrefine_edge.testing import HashEncoder
-
-from fakes import ConcatMerger
-from memrefine_edge.judging._merger import MergedEntry, Merger
-from test_compressor import OneShot, compressor, export, make_store
 
 
 def test_every_decision_is_audited_with_sizes(tmp_path):
@@ -138,7 +136,7 @@ def test_after_a_merge_and_purge_the_sources_wording_is_gone_from_the_file(tmp_p
 
 
 def test_undo_refuses_when_a_removed_id_was_added_again(tmp_path):
-    from memrefine_edge.core._errors import UndoConflictError
+    from memrefine_edge.core import UndoConflictError
 
     with make_store(tmp_path / "c.db") as store:
         before = export(store)

@@ -5,22 +5,19 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-
 from typing import Any
 
 import pytest
 
-from memrefine_edge.engine._compressor import CompressionReport, Compressor
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.core._errors import OptionConflictError
-from memrefine_edge.store._formats import export_jsonl
-from memrefine_edge.judging._judge import Judge
-from memrefine_edge.text._lastcopy import LastCopies, common_words, content_keys, specific_keys
-from memrefine_edge.judging._merger import GuardedMerger
-from memrefine_edge.methods import MemRefineMethod, PairContext
-from memrefine_edge.engine._pipeline import PipelineConfig, build
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.core import CompressionReport, Decision, Entry, OptionConflictError
+from memrefine_edge.engine import Compressor, PipelineConfig, build
+from memrefine_edge.judging import GuardedMerger, Judge
+from memrefine_edge.methods import PairContext
+from memrefine_edge.methods._memrefine import MemRefineMethod
+from memrefine_edge.store import MemoryStore, export_jsonl
 from memrefine_edge.testing import AlwaysJudge, FakeBackends, HashEncoder, ScriptedJudge
+from memrefine_edge.text import LastCopies, specific_keys
+from memrefine_edge.text._lastcopy import common_words, content_keys
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,8 +38,8 @@ def test_common_words_are_the_vocabulary_s_frequent_whole_words() -> None:
 
 @pytest.mark.models
 def test_the_committed_common_words_are_what_the_script_writes(tmp_path: Path) -> None:
-    from memrefine_edge.backends._model_files import model_path
-    from memrefine_edge.core._errors import ModelNotFoundError
+    from memrefine_edge.backends import model_path
+    from memrefine_edge.core import ModelNotFoundError
 
     try:
         model_path("tokenizer")

@@ -9,13 +9,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from memrefine_edge.core._errors import ModelLoadError, ModelNotFoundError
+from memrefine_edge.core import ModelLoadError, ModelNotFoundError
 
 
 def _gguf_or_skip():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from memrefine_edge.core._errors import ModelError
-    from memrefine_edge.backends._model_files import model_path
+    from memrefine_edge.backends import model_path
+    from memrefine_edge.core import ModelError
 
     try:
         return model_path("llm")

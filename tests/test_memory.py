@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from memrefine_edge.core._memory import pin_mmap_threshold, release_free_memory
+from memrefine_edge.core import pin_mmap_threshold, release_free_memory
 
 
 def test_release_free_memory_keeps_live_data():

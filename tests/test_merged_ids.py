@@ -15,19 +15,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from memrefine_edge.cli import cli
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.core._errors import ConfigurationError
-from memrefine_edge.judging._merger import merged_entry_id
-from memrefine_edge.methods import Method, PairContext
-from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.testing import FakeBackends, HashEncoder
-from memrefine_edge.engine._upkeep import Upkeep
-
 from fakes import ConcatMerger
 from test_compressor import compressor
+
+from memrefine_edge.cli import cli
+from memrefine_edge.core import ConfigurationError, Decision, Entry
+from memrefine_edge.engine import Compressor, Upkeep
+from memrefine_edge.judging import merged_entry_id
+from memrefine_edge.methods import Method, PairContext
+from memrefine_edge.store import MemoryStore
+from memrefine_edge.testing import FakeBackends, HashEncoder
 
 
 class MergeNotes(Method):

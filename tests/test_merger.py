@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from memrefine_edge.core._errors import MergeOutputError
-from memrefine_edge.judging._merger import GuardedMerger, MergedEntry, concat_merge, default_keywords, parse_merged
+from memrefine_edge.core import MergeOutputError
+from memrefine_edge.judging import GuardedMerger, MergedEntry, concat_merge
+from memrefine_edge.judging._merger import default_keywords, parse_merged
 from memrefine_edge.testing import FakeMerger
 
 A = "Joanna finished her first screenplay last Friday."
@@ -83,9 +84,9 @@ def test_default_keywords_use_written_words():
 @pytest.mark.models
 def test_real_model_merge_is_guarded():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from memrefine_edge.core._errors import ModelError
-    from memrefine_edge.judging._merger import LlamaMerger
-    from memrefine_edge.backends._model_files import model_path
+    from memrefine_edge.backends import model_path
+    from memrefine_edge.core import ModelError
+    from memrefine_edge.judging import LlamaMerger
 
     try:
         model_path("llm")
@@ -97,8 +98,8 @@ def test_real_model_merge_is_guarded():
 
 
 def test_a_missing_merge_model_file_is_reported_at_construction(tmp_path):
-    from memrefine_edge.core._errors import ModelNotFoundError
-    from memrefine_edge.judging._merger import LlamaMerger
+    from memrefine_edge.core import ModelNotFoundError
+    from memrefine_edge.judging import LlamaMerger
 
     with pytest.raises(ModelNotFoundError, match="nope.gguf"):
         LlamaMerger(tmp_path / "nope.gguf")
@@ -156,11 +157,10 @@ def test_concatenation_known_too_long_is_refused_as_the_full_one_would_be():
 
 
 def test_long_entry_merge_chain_in_a_real_store_keeps_every_fact(tmp_path):
-    from memrefine_edge.engine._compressor import Compressor
-    from memrefine_edge.store._formats import import_file
-    from memrefine_edge.judging._judge import default_judge
+    from memrefine_edge.engine import Compressor
+    from memrefine_edge.judging import default_judge
     from memrefine_edge.methods import get_method
-    from memrefine_edge.store import MemoryStore
+    from memrefine_edge.store import MemoryStore, import_file
     from memrefine_edge.testing import HashEncoder
 
     src = tmp_path / "long.jsonl"

@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from memrefine_edge.eval._stemmer import stem
 from memrefine_edge.eval._metrics import (
     ABSTENTION_MARKERS,
     CATEGORY_NAMES,
@@ -39,6 +38,7 @@ from memrefine_edge.eval._metrics import (
     normalize_answer,
     score_qa,
 )
+from memrefine_edge.eval._stemmer import stem
 
 # --- locating the LoCoMo data -----------------------------------------------
 

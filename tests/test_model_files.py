@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memrefine_edge.backends import model_files as models
+from memrefine_edge.backends import _model_files as models
 from memrefine_edge.cli import cli
-from memrefine_edge.core._errors import ModelChecksumError, ModelError, ModelNotFoundError
+from memrefine_edge.core import ModelChecksumError, ModelError, ModelNotFoundError
 
 REPO_MODELS = Path(__file__).resolve().parents[1] / "models"
 PIECES = [b"GGUF" + b"a" * 3000, b"b" * 3004, b"c" * 1500]

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memrefine_edge.index._pairs import PairQueue, pair_scores, similarity_matrix
-from memrefine_edge.store._vectors import decode_embedding, encode_embedding, quantize_embedding
+from memrefine_edge.index import PairQueue, pair_scores, similarity_matrix
+from memrefine_edge.store import quantize_embedding
+from memrefine_edge.store._vectors import decode_embedding, encode_embedding
 
 Pair = tuple[str, str, float]
 

@@ -12,8 +12,9 @@ import pytest
 from test_pairs import DecodedNaive, NaiveOrder, QuantizedTarget, ScriptedJudge, drive, make_data, unit
 
 import memrefine_edge.index._scan as pairs_scan
-from memrefine_edge.index._pairs import PairQueue, pair_scores
-from memrefine_edge.store._vectors import decode_embedding, encode_embedding, quantize_embedding
+from memrefine_edge.index import PairQueue, pair_scores
+from memrefine_edge.store import quantize_embedding
+from memrefine_edge.store._vectors import decode_embedding, encode_embedding
 
 
 def test_top_k_lists_are_exact_where_blas_rounding_reorders():

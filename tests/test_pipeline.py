@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memrefine_edge.core._errors import OptionConflictError, UnknownMethodError
-from memrefine_edge.engine._pipeline import Backends, PipelineConfig, build
+from memrefine_edge.core import OptionConflictError, UnknownMethodError
+from memrefine_edge.engine import Backends, PipelineConfig, build
 from memrefine_edge.testing import FakeBackends, HashEncoder
 
 
@@ -42,7 +42,7 @@ def test_fake_backends_return_what_they_are_given():
 
 
 def test_real_backends_take_the_bundled_gguf_by_name_for_merges():
-    from memrefine_edge.judging._merger import GuardedMerger, LlamaMerger
+    from memrefine_edge.judging import GuardedMerger, LlamaMerger
 
     merger = Backends().merger(PipelineConfig(merge_model="bundled"))
     assert isinstance(merger, GuardedMerger) and isinstance(merger.inner, LlamaMerger)

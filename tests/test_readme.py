@@ -48,7 +48,7 @@ def test_the_python_api_example_runs_and_compresses(page, tmp_path, monkeypatch,
 
 @pytest.mark.models
 def test_the_upkeep_example_installs_a_hook_that_compresses_as_entries_come(tmp_path, monkeypatch):
-    from memrefine_edge import Entry
+    from memrefine_edge.core import Entry
 
     example = next(b for b in _blocks(DOCS / "upkeep.md", "python") if "Upkeep(" in b)
     monkeypatch.chdir(tmp_path)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from memrefine_edge.store._formats import export_jsonl, sample_path
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.core import Entry
+from memrefine_edge.store import MemoryStore, export_jsonl, sample_path
 
 HERE = Path(__file__).resolve().parent
 FAKE_CLI = HERE / "cli_fake_models.py"  # the real command line with the model-free fakes
@@ -133,7 +133,8 @@ def test_library_add_vacuum_and_embedding_past_the_limit_raise_typed_errors(tmp_
     code = f"""
 import sys
 from memrefine_edge.core._errors import StoreError
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.core import Entry
+from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
 with MemoryStore({str(db)!r}, create=False) as store:
     for step, action in (("add", lambda: store.add_many(Entry(id=f"x{{i}}", content="word " * 300)
@@ -300,7 +301,7 @@ def test_a_store_held_by_another_writer_past_the_timeout_is_a_clear_error(tmp_pa
         with MemoryStore(db, create=False, busy_timeout_ms=200) as store:
             with pytest.raises(Exception) as info:
                 store.add(Entry(id="a", content="Ana likes tea."))
-        from memrefine_edge.core._errors import StoreBusyError
+        from memrefine_edge.core import StoreBusyError
 
         assert isinstance(info.value, StoreBusyError) and "locked by another process" in str(info.value)
     finally:

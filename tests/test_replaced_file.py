@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from memrefine_edge.core._errors import StoreError, StoreReplacedError
-from memrefine_edge.store import Entry, MemoryStore
+from memrefine_edge.core import Entry, StoreError, StoreReplacedError
+from memrefine_edge.store import MemoryStore
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT = 60

@@ -7,9 +7,8 @@ import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
-from memrefine_edge.core._entry import content_hash, json_size
-from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.store._files import APPLICATION_ID
+from memrefine_edge.core import Entry, content_hash, json_size
+from memrefine_edge.store import APPLICATION_ID, MemoryStore
 from memrefine_edge.store._schema import MIGRATIONS, split_sql
 
 RUN = "20250101-000000-abcdef"
@@ -184,10 +183,10 @@ def test_embedding_model_names_become_numbers_and_embeddings_stay_current(tmp_pa
 
 
 def test_deferred_preserves_written_before_the_deferrals_table_are_carried_into_it(tmp_path):
-    from memrefine_edge.engine._compressor import Compressor
-    from memrefine_edge.core._decision import Decision
-    from memrefine_edge.judging._merger import GuardedMerger
-    from memrefine_edge.methods import MemRefineMethod
+    from memrefine_edge.core import Decision
+    from memrefine_edge.engine import Compressor
+    from memrefine_edge.judging import GuardedMerger
+    from memrefine_edge.methods._memrefine import MemRefineMethod
     from memrefine_edge.testing import AlwaysJudge, HashEncoder
 
     path = tmp_path / "d.db"

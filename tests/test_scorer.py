@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from memrefine_edge.judging._judge import GuardedJudge, ScorerJudge
-from memrefine_edge.judging._scorer import CLASSES, FEATURES, RedundancyScorer, pair_features, swap_index
+from memrefine_edge.judging import GuardedJudge, RedundancyScorer, ScorerJudge
+from memrefine_edge.judging._scorer import CLASSES, FEATURES, pair_features, swap_index
 
 PAIRS = [
     ("Caroline: I went to the LGBTQ support group yesterday.", "Caroline: The support group was really moving.", 0.71),
@@ -64,7 +64,7 @@ def test_packaged_weights_give_symmetric_calibrated_probabilities():
 
 
 def test_bad_weights_are_a_configuration_error(tmp_path):
-    from memrefine_edge.core._errors import ConfigurationError
+    from memrefine_edge.core import ConfigurationError
 
     w = _weights("preserve")
     w["features"] = w["features"][:-1]
@@ -131,7 +131,7 @@ def test_a_merge_floor_turns_low_similarity_merges_into_preserves():
 
 
 def test_default_judge_is_the_scorer_and_names_pick_the_others():
-    from memrefine_edge.judging._judge import default_judge
+    from memrefine_edge.judging import default_judge
 
     assert default_judge().describe()["inner"]["type"] == "ScorerJudge"
     assert default_judge("none").describe()["inner"]["type"] == "ScorerJudge"

@@ -8,15 +8,8 @@ from importlib import resources
 
 import pytest
 
-from memrefine_edge.text._facts import extract, fact_sentences, is_filler
-from memrefine_edge.text._smalltalk import (
-    DENSE,
-    SmallTalkModel,
-    default_model,
-    is_small_talk,
-    sentence_features,
-    small_talk_probability,
-)
+from memrefine_edge.text import SmallTalkModel, extract, fact_sentences, is_filler, is_small_talk
+from memrefine_edge.text._smalltalk import DENSE, default_model, sentence_features, small_talk_probability
 
 NEUTRAL = {k: 0.0 for k in DENSE}
 UNIT = {k: 1.0 for k in DENSE}

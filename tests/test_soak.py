@@ -20,15 +20,14 @@ import time
 from pathlib import Path
 
 import pytest
+from crash_fakes import CampaignMethod
+from fakes import ConcatMerger
 
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.core._entry import json_size
+from memrefine_edge.core import json_size
+from memrefine_edge.engine import Compressor
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.store._journal import unpack_text
 from memrefine_edge.testing import HashEncoder
-
-from crash_fakes import CampaignMethod
-from fakes import ConcatMerger
 
 HERE = Path(__file__).resolve().parent
 TOTAL, HIGH, LOW, CLI_TARGET = 10_000, 120_000, 90_000, 80_000

@@ -8,19 +8,22 @@ import sqlite3
 import numpy as np
 import pytest
 
-from memrefine_edge.core._errors import (
+from memrefine_edge.core import (
     ConfigurationError,
     DuplicateIdError,
+    Entry,
     EntryNotFoundError,
     InvalidEntryError,
     NotAStoreError,
     SchemaError,
     StoreError,
+    json_size,
+    stored_hash,
+    validate_entry,
 )
+from memrefine_edge.store import MemoryStore
 from memrefine_edge.store._schema import MIGRATIONS
 from memrefine_edge.store._vectors import decode_embedding, encode_embedding
-from memrefine_edge.core._entry import stored_hash
-from memrefine_edge.store import Entry, MemoryStore, json_size, validate_entry
 from memrefine_edge.testing import HashEncoder
 
 # --- schema and migrations -----------------------------------------------------
@@ -628,10 +631,10 @@ def test_the_after_test_totals_check_catches_drifted_totals_and_skips_other_file
 
 
 def test_running_totals_equal_a_recount_after_every_kind_of_change(tmp_path):
-    from memrefine_edge.engine._compressor import Compressor
-    from memrefine_edge.testing import FakeMerger
-
     from fakes import ScriptedMethod
+
+    from memrefine_edge.engine import Compressor
+    from memrefine_edge.testing import FakeMerger
 
     def check(store):
         for name, v in store.recount().items():
@@ -713,10 +716,10 @@ def test_embedding_codes_decode_to_the_embeddings_bit_for_bit(tmp_store):
 
 
 def test_the_running_disk_size_is_exact_after_a_refresh_and_close_between(tmp_path):
-    from memrefine_edge.engine._compressor import Compressor
-    from memrefine_edge.testing import FakeMerger
-
     from fakes import ScriptedMethod
+
+    from memrefine_edge.engine import Compressor
+    from memrefine_edge.testing import FakeMerger
 
     with MemoryStore(tmp_path / "d.db") as store:
         store.add_many([Entry(id=f"e{i:04d}", content=f"Ana talked about topic {i % 13} on day {i} " * (1 + i % 4),

@@ -22,9 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from memrefine_edge.cli import cli
-from memrefine_edge.core._errors import ConfigurationError, StorePathError
-from memrefine_edge.store._formats import sample_path
-from memrefine_edge.store import Entry, MemoryStore, RunLock
+from memrefine_edge.core import ConfigurationError, Entry, StorePathError
+from memrefine_edge.store import MemoryStore, RunLock, sample_path
 
 HERE = Path(__file__).resolve().parent
 FAKE_CLI = HERE / "cli_fake_models.py"

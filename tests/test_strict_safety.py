@@ -13,14 +13,10 @@ from fakes import ConcatMerger, ScriptedMethod
 from test_compressor import export
 
 from memrefine_edge.cli import cli
-from memrefine_edge.engine._compressor import Compressor
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.core._entry import json_size
-from memrefine_edge.core._errors import BudgetError
+from memrefine_edge.core import BudgetError, Decision, Entry, json_size
+from memrefine_edge.engine import Compressor, PipelineConfig, build
 from memrefine_edge.methods import Method, PairContext
-from memrefine_edge.engine._pipeline import PipelineConfig, build
-from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.store._vectors import stored_embedding_bytes
+from memrefine_edge.store import MemoryStore, stored_embedding_bytes
 from memrefine_edge.testing import FakeBackends, HashEncoder
 
 # A store of two facts and a goodbye: the goodbye is the smallest entry, and the only one under 200 bytes.
@@ -251,7 +247,7 @@ def test_real_models_strict_budget_only_small_talk_fits_is_refused(tmp_path):
 @pytest.mark.models
 @pytest.mark.parametrize("sample,start", [("conv-26", 20), ("conv-30", 100)])
 def test_real_models_twenty_locomo_turns_at_300_bytes_keep_an_entry(locomo_dir, tmp_path, sample, start):
-    from memrefine_edge.store._formats import parse_file
+    from memrefine_edge.store import parse_file
 
     entries, _ = parse_file(locomo_dir / "locomo-dev.json", format="locomo-turns", sample_id=sample)
     db = tmp_path / "t.db"

@@ -9,9 +9,9 @@ import pytest
 from fakes import ScriptedMethod
 from test_compressor import compressor, make_store, synthetic_entries
 
-from memrefine_edge.core._errors import BudgetError
-from memrefine_edge.store import Entry, MemoryStore
-from memrefine_edge.engine._upkeep import Upkeep
+from memrefine_edge.core import BudgetError, Entry
+from memrefine_edge.engine import Upkeep
+from memrefine_edge.store import MemoryStore
 
 
 def test_upkeep_on_insert_keeps_the_store_under_its_watermark(tmp_path):
@@ -33,7 +33,7 @@ def test_upkeep_on_insert_keeps_the_store_under_its_watermark(tmp_path):
 
 
 def test_upkeep_skips_while_another_interrupted_run_waits_and_adds_still_succeed(tmp_path):
-    from memrefine_edge.core._errors import RunInterruptedError
+    from memrefine_edge.core import RunInterruptedError
 
     with make_store(tmp_path / "w.db") as store:
         # A user's run (another method and budget) that stopped half way, as a crash leaves it.
@@ -58,7 +58,7 @@ def test_upkeep_skips_while_another_interrupted_run_waits_and_adds_still_succeed
 
 
 def test_upkeep_follows_the_standing_budget(tmp_path):
-    from memrefine_edge.store._budget import set_budget
+    from memrefine_edge.store import set_budget
     store = make_store(tmp_path / "u.db", n=20)
     upkeep = Upkeep(compressor(store)).install()
     store.add(Entry(id="x0", content="Ben runs on Tuesdays."))

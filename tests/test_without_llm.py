@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from memrefine_edge.cli import cli
-from memrefine_edge.core._errors import MissingExtraError, ModelError
-from memrefine_edge.engine._pipeline import Backends
+from memrefine_edge.core import MissingExtraError, ModelError
+from memrefine_edge.engine import Backends
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
 
@@ -54,7 +54,7 @@ def _one_error_line(res) -> str:
 @pytest.mark.parametrize("part", ["LlamaJudge", "LlamaMerger", "LlamaAnswerer"])
 def test_a_gguf_model_without_the_extra_is_a_typed_error_naming_it(no_llama_cpp, gguf, part):
     import memrefine_edge
-    from memrefine_edge.eval._harness import LlamaAnswerer
+    from memrefine_edge.eval._answerer import LlamaAnswerer
 
     cls = LlamaAnswerer if part == "LlamaAnswerer" else getattr(memrefine_edge, part)
     with pytest.raises(MissingExtraError, match=r"memrefine-edge\[llm\]") as info:
@@ -64,7 +64,7 @@ def test_a_gguf_model_without_the_extra_is_a_typed_error_naming_it(no_llama_cpp,
 
 
 def test_the_bundled_gguf_without_the_extra_fails_the_same_way(no_llama_cpp):
-    from memrefine_edge import default_judge
+    from memrefine_edge.judging import default_judge
 
     with pytest.raises(MissingExtraError, match=r"memrefine-edge\[llm\]"):
         default_judge("bundled")
@@ -109,7 +109,11 @@ def test_compress_with_a_gguf_model_fails_before_any_work(no_llama_cpp, gguf, tm
 @pytest.mark.models
 def test_import_compress_search_upkeep_and_context_eval_run_without_llama_cpp(no_llama_cpp, tmp_path):
     """The default pipeline (real encoder, model-free judge) never needs llama_cpp."""
-    from memrefine_edge import Compressor, Entry, GuardedMerger, MemRefineMethod, OnnxEncoder, Upkeep, default_judge
+    from memrefine_edge.backends import OnnxEncoder
+    from memrefine_edge.core import Entry
+    from memrefine_edge.engine import Compressor, Upkeep
+    from memrefine_edge.judging import GuardedMerger, default_judge
+    from memrefine_edge.methods._memrefine import MemRefineMethod
 
     runner = CliRunner()
     db = tmp_path / "m.db"

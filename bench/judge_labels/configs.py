@@ -41,9 +41,9 @@ from train_scorer import load  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
-from memrefine_edge.text._facts import missing_facts  # noqa: E402
+from memrefine_edge.judging import ScorerJudge, default_judge  # noqa: E402
 from memrefine_edge.judging._fastpath import fast_path  # noqa: E402
-from memrefine_edge.judging._judge import ScorerJudge, default_judge  # noqa: E402
+from memrefine_edge.text import missing_facts  # noqa: E402
 
 LLM_DIR = REPO / "bench" / "results" / "judge_llm"
 OUT = REPO / "bench" / "results" / "judge_configs"

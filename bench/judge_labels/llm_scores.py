@@ -86,7 +86,7 @@ class Scorer:
     """One GGUF model answering yes/no: P(yes) over the first tokens of the yes and no spellings."""
 
     def __init__(self, path: Path, n_threads: int) -> None:
-        from memrefine_edge.backends._llama import LlamaModel
+        from memrefine_edge.backends import LlamaModel
 
         self.model = LlamaModel(path, n_ctx=2048, n_threads=n_threads)
         self.model.load()

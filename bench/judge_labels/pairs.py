@@ -43,7 +43,7 @@ def _locomo() -> Path:
 @lru_cache(maxsize=None)
 def entries(kind: str, sample: str) -> dict[str, str]:
     """``{entry id: content}`` of one store, imported as ``memrefine import`` does."""
-    from memrefine_edge.store._formats import parse_file
+    from memrefine_edge.store import parse_file
 
     if kind == "text":
         parsed = parse_file(_locomo() / "mem0-style-stores" / f"{sample}.txt", format="text")
@@ -85,7 +85,7 @@ def auc(scores: list[float], positive: list[bool]) -> float | None:
 def draw() -> None:
     import numpy as np
 
-    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.backends import OnnxEncoder
 
     encoder = OnnxEncoder()
     samples = [s["sample_id"] for s in json.loads((_locomo() / "locomo-dev.json").read_text())]

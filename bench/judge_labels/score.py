@@ -24,9 +24,9 @@ sys.path.insert(0, str(HERE))
 from pairs import PAIRS, auc, outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
-from memrefine_edge.backends._encoder import OnnxEncoder  # noqa: E402
+from memrefine_edge.backends import OnnxEncoder  # noqa: E402
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
-from memrefine_edge.judging._judge import default_judge  # noqa: E402
+from memrefine_edge.judging import default_judge  # noqa: E402
 
 
 def main() -> int:

@@ -37,8 +37,9 @@ from pairs import PAIRS, outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
+from memrefine_edge.judging import RedundancyScorer  # noqa: E402
 from memrefine_edge.judging._fastpath import fast_path  # noqa: E402
-from memrefine_edge.judging._scorer import CLASSES, FEATURES, RedundancyScorer, pair_features, swap_index  # noqa: E402
+from memrefine_edge.judging._scorer import CLASSES, FEATURES, pair_features, swap_index
 
 L2_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
 MIN_DELETE_GRID = (0.0, 0.3, 0.4, 0.5, 0.6)
@@ -53,7 +54,7 @@ WEIGHTS = REPO / "memrefine_edge" / "data" / "scorer_weights.json"
 
 def load(split: str | None = None) -> list[dict]:
     """Labelled pairs with their text and the default encoder's similarity (computed here)."""
-    from memrefine_edge.backends._encoder import OnnxEncoder
+    from memrefine_edge.backends import OnnxEncoder
 
     pairs = {r["id"]: r for r in map(json.loads, PAIRS.read_text().splitlines())}
     labels = [r for r in map(json.loads, (HERE / "labels.jsonl").read_text().splitlines())
@@ -119,7 +120,7 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, *, iters: int = 4000, lr: float
 def judge_action(scorer: RedundancyScorer, r: dict, min_delete: float | None = None,
                  min_merge: float | None = None) -> str:
     """What the product's default judge decides (fast path first, then the scorer behind the fact checks)."""
-    from memrefine_edge.judging._judge import ScorerJudge
+    from memrefine_edge.judging import ScorerJudge
 
     judge = ScorerJudge(scorer=scorer, min_delete_probability=min_delete, min_merge_probability=min_merge)
     d = fast_path(r["a"], r["b"]) or judge.judge(r["a"], r["b"], r["sim"])
@@ -147,8 +148,9 @@ def delete_rate(actions: list[str]) -> float:
 
 def _backends(scorer: RedundancyScorer):
     """The default pipeline's parts, its judge built around ``scorer`` as the default judge is."""
-    from memrefine_edge.judging._judge import GuardedJudge, ScorerJudge, scorer_guard
-    from memrefine_edge.engine._pipeline import Backends, PipelineConfig
+    from memrefine_edge.engine import Backends, PipelineConfig
+    from memrefine_edge.judging import GuardedJudge, ScorerJudge
+    from memrefine_edge.judging._judge import scorer_guard
 
     class _Backends(Backends):
         def judge(self, config: PipelineConfig) -> GuardedJudge:
@@ -170,8 +172,8 @@ def paper_runs(learn: list[dict], settings: list[dict]) -> None:
     from _locomo import dev_json
     from pairs import TEST
 
-    from memrefine_edge.backends._encoder import OnnxEncoder
-    from memrefine_edge.eval._harness import EvalConfig, run_eval
+    from memrefine_edge.backends import OnnxEncoder
+    from memrefine_edge.eval import EvalConfig, run_eval
     from memrefine_edge.eval._report import summarize
 
     tune = tuple(sorted({r["sample"] for r in learn} - set(TEST)))

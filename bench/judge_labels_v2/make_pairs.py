@@ -40,7 +40,7 @@ NEIGHBOURS = 8
 
 def load(name: str) -> list[dict]:
     """A source store's entries, read with the product's ``jsonl`` importer (so the files stay importable)."""
-    from memrefine_edge.store._formats import parse_file
+    from memrefine_edge.store import parse_file
 
     entries, _ = parse_file(SOURCES / f"{name}.jsonl", format="jsonl")
     return [{"id": e.id, "content": e.content, "time": e.timestamps[0] if e.timestamps else None,
@@ -51,7 +51,7 @@ def load(name: str) -> list[dict]:
 def build() -> list[dict]:
     import numpy as np
 
-    from memrefine_edge import OnnxEncoder
+    from memrefine_edge.backends import OnnxEncoder
 
     encoder = OnnxEncoder()
     out: list[dict] = []

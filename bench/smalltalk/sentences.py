@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "bench" / "judge_labels"))
 
 from pairs import TEST, entries  # noqa: E402  (the judge's pairs: same stores, same split)
 
-from memrefine_edge.text._facts import extract, is_filler, sentence_scans  # noqa: E402
+from memrefine_edge.text import extract, is_filler, sentence_scans  # noqa: E402
 
 SENTENCES = HERE / "sentences.jsonl"
 SAMPLES = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47")

@@ -31,7 +31,8 @@ from sentences import resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
-from memrefine_edge.text._smalltalk import DENSE, SmallTalkModel, sentence_features  # noqa: E402
+from memrefine_edge.text import SmallTalkModel  # noqa: E402
+from memrefine_edge.text._smalltalk import DENSE, sentence_features
 
 L2_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 THRESHOLDS = tuple(round(0.5 + 0.025 * i, 3) for i in range(19))  # 0.5 .. 0.95

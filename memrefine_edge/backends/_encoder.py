@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memrefine_edge.core._errors import InvalidEntryError, ModelLoadError
+from memrefine_edge.core import InvalidEntryError, ModelLoadError
 
 if TYPE_CHECKING:  # tokenizers is imported lazily, only when an encoder is built
     from tokenizers import Tokenizer
@@ -95,7 +95,7 @@ def load_tokenizer(path: str | os.PathLike[str], *, max_tokens: int = 256) -> "T
     """
     from tokenizers import Tokenizer
 
-    from memrefine_edge.backends._model_files import FETCH_COMMAND
+    from ._model_files import FETCH_COMMAND
 
     try:
         tok = Tokenizer.from_file(str(path))
@@ -162,8 +162,8 @@ class OnnxEncoder(Encoder):
         # Heavy imports live here so `import memrefine_edge` stays fast.
         import onnxruntime as ort
 
-        from memrefine_edge.backends._model_files import FETCH_COMMAND, default_encoder_path, sha256_file, verify_digest
-        from memrefine_edge.backends._model_files import model_path as resolve
+        from ._model_files import FETCH_COMMAND, default_encoder_path, sha256_file, verify_digest
+        from ._model_files import model_path as resolve
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")

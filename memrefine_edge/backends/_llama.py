@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memrefine_edge.core._errors import MissingExtraError, ModelLoadError
+from memrefine_edge.core import MissingExtraError, ModelLoadError
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_cpp import Llama
@@ -119,7 +119,7 @@ def check_model_path(path: str | os.PathLike[str] | None) -> None:
     :raises ModelNotFoundError: the file does not exist.
     """
     if path is not None:
-        from memrefine_edge.backends._model_files import model_path
+        from ._model_files import model_path
 
         model_path("llm", path)
 
@@ -138,7 +138,7 @@ def load_llama(
     Raises :class:`ModelLoadError` when llama.cpp cannot load the file
     (truncated or corrupted GGUF, wrong format), never crashes the caller.
     """
-    from memrefine_edge.backends._model_files import model_path
+    from ._model_files import model_path
 
     resolved = model_path("llm", path).resolve()
     if n_threads < 1:
@@ -160,7 +160,7 @@ def load_llama(
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
-            from memrefine_edge.backends._model_files import FETCH_COMMAND, manifest
+            from ._model_files import FETCH_COMMAND, manifest
 
             if path is None or Path(path).name == manifest()["llm"].file:
                 fix = f"delete it and run `{FETCH_COMMAND}`, or pass another GGUF"

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memrefine_edge.core._errors import ModelChecksumError, ModelError, ModelNotFoundError
+from memrefine_edge.core import ModelChecksumError, ModelError, ModelNotFoundError
 
 __all__ = [
     "verify_digest",

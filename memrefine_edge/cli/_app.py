@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from memrefine_edge.core._errors import ConfigurationError, MemRefineError, OptionConflictError
+from memrefine_edge.core import ConfigurationError, MemRefineError, OptionConflictError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.engine._pipeline import Backends
+    from memrefine_edge.engine import Backends
 
 __all__ = ["main", "cli", "db_option", "json_option", "emit", "open_store", "default_db_path", "current_backends"]
 
@@ -54,7 +54,7 @@ def resolve_db(db_path: Path | None) -> Path:
     before any command opens it or creates anything beside it
     (:class:`~memrefine_edge.core._errors.StorePathError`).
     """
-    from memrefine_edge.store._files import check_path_kind
+    from memrefine_edge.store import check_path_kind
 
     path = db_path if db_path is not None else default_db_path()
     check_path_kind(path)
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None, *, backends: "Backends | None" = None) -
 
 
 def current_backends() -> "Backends":
-    """The :class:`~memrefine_edge.engine._pipeline.Backends` the command line was started with (default: the real models).
+    """The :class:`~memrefine_edge.engine.Backends` the command line was started with (default: the real models).
 
     Given as ``main(backends=...)`` or ``CliRunner().invoke(cli, args, obj=backends)``.
     """
@@ -154,6 +154,6 @@ def current_backends() -> "Backends":
     obj = ctx.find_root().obj if ctx is not None else None
     if obj is not None:
         return obj
-    from memrefine_edge.engine._pipeline import Backends  # lazy: --help loads no pipeline
+    from memrefine_edge.engine import Backends  # lazy: --help loads no pipeline
 
     return Backends()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from memrefine_edge.cli._app import cli, db_option, emit, json_option, open_store, resolve_db
+from ._app import cli, db_option, emit, json_option, open_store, resolve_db
 
 __all__ = ["budget"]
 
@@ -30,9 +30,8 @@ def set_cmd(spec: str, metric: str, db_path: Path | None, as_json: bool) -> None
     A ratio given then is of the store's size at that moment, part way
     through the run: the output says so, with both sizes.
     """
-    from memrefine_edge.store._budget import parse_budget, set_budget
-    from memrefine_edge.engine._compressor import resolve_target
-    from memrefine_edge.core._errors import BudgetError
+    from memrefine_edge.core import BudgetError
+    from memrefine_edge.store import parse_budget, resolve_target, set_budget
 
     ratio, size = parse_budget(spec)
     with open_store(db_path) as store:
@@ -76,7 +75,7 @@ def _run_sentence(run: dict, *, ratio: str | None, current: int, metric: str) ->
 @json_option
 def show_cmd(db_path: Path | None, as_json: bool) -> None:
     """Show the budget and the store's size in its metric."""
-    from memrefine_edge.store._budget import get_budget
+    from memrefine_edge.store import get_budget
 
     with open_store(db_path, read_only=True) as store:
         standing = get_budget(store)
@@ -95,7 +94,7 @@ def show_cmd(db_path: Path | None, as_json: bool) -> None:
 @json_option
 def clear_cmd(db_path: Path | None, as_json: bool) -> None:
     """Forget the budget (compress then needs --budget; upkeep without watermarks stops)."""
-    from memrefine_edge.store._budget import clear_budget
+    from memrefine_edge.store import clear_budget
 
     with open_store(db_path) as store:
         had = clear_budget(store)

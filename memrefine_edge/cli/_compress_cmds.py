@@ -15,9 +15,10 @@ from typing import Any
 
 import click
 
-from memrefine_edge.core._errors import BudgetError, StoreExistsError, StoreNotFoundError
-from memrefine_edge.store._files import copy_store
-from memrefine_edge.cli._app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
+from memrefine_edge.core import BudgetError, StoreExistsError, StoreNotFoundError
+from memrefine_edge.store import copy_store
+
+from ._app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
 
 
 def _progress_printer(metric: str):
@@ -131,11 +132,12 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
                  merge_min_similarity=None, keep_last_copies=None, defer_last_copies=None,
                  quiet=False) -> dict[str, Any]:
     """Open, compress, close; returns the end report as a dict."""
-    from memrefine_edge.engine._compressor import Compressor, RunLock
+    from memrefine_edge.engine import Compressor
+    from memrefine_edge.store import RunLock
 
     with RunLock(db):  # fail fast: a busy store is reported before the models load (Compressor.run locks again)
         pass
-    from memrefine_edge.engine._pipeline import PipelineConfig, build
+    from memrefine_edge.engine import PipelineConfig, build
 
     parts = build(PipelineConfig(method=method, judge_model=judge_model, merge_model=merge_model,
                                  encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
@@ -180,7 +182,7 @@ class _BudgetChange:
         self.message = message
 
     def record(self) -> None:
-        from memrefine_edge.store._budget import get_budget, set_budget
+        from memrefine_edge.store import get_budget, set_budget
 
         now = get_budget(self.store)
         if now != self.seen:
@@ -199,8 +201,7 @@ def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[i
     one is validated against the store as it is now, and returned as the
     change to record once the run is accepted (nothing is written here).
     """
-    from memrefine_edge.store._budget import get_budget
-    from memrefine_edge.engine._compressor import resolve_target
+    from memrefine_edge.store import get_budget, resolve_target
 
     standing = get_budget(store)
     if budget is None and budget_bytes is None:
@@ -224,7 +225,7 @@ def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[i
 
 def _same_budget(spec: str, budget: float | None, budget_bytes: int | None) -> bool:
     """Whether the recorded budget text ``spec`` says the same as the budget given (``0.5`` is ``50%``)."""
-    from memrefine_edge.store._budget import parse_budget
+    from memrefine_edge.store import parse_budget
 
     try:
         return parse_budget(spec) == (budget, budget_bytes)
@@ -300,7 +301,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
         raise StoreNotFoundError(f"no memory store at {db} (create one with `memrefine import`)")
     if budget is not None and budget_bytes is not None:
         raise click.UsageError("give --budget RATIO or --budget-bytes N, not both")
-    from memrefine_edge.store._budget import parse_ratio, parse_size
+    from memrefine_edge.store import parse_ratio, parse_size
 
     budget = parse_ratio(budget) if budget is not None else None
     budget_bytes = parse_size(budget_bytes) if budget_bytes is not None else None
@@ -327,9 +328,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
 @json_option
 def demo(budget, db_path, threads, as_json) -> None:
     """Import the bundled sample memory store and compress it with the default models."""
-    from memrefine_edge.store._budget import parse_ratio
-    from memrefine_edge.store._formats import import_file, sample_path
-    from memrefine_edge.store import MemoryStore
+    from memrefine_edge.store import MemoryStore, import_file, parse_ratio, sample_path
 
     budget = parse_ratio(budget)
     with tempfile.TemporaryDirectory(prefix="memrefine-demo-") as tmp:
@@ -358,7 +357,7 @@ def demo(budget, db_path, threads, as_json) -> None:
 @json_option
 def undo(db_path, run_id, as_json) -> None:
     """Restore the store exactly as it was before RUN_ID."""
-    from memrefine_edge.engine._compressor import RunLock
+    from memrefine_edge.store import RunLock
 
     db = resolve_db(db_path)
     with RunLock(db), open_store(db_path) as store:
@@ -411,7 +410,7 @@ def purge_history(db_path, yes, as_json) -> None:
     again); every delete, merge and eviction stays in the log. Purged runs become final.
     An interrupted run keeps its history (resuming needs it).
     """
-    from memrefine_edge.engine._compressor import RunLock
+    from memrefine_edge.store import RunLock
 
     db = resolve_db(db_path)
     if not yes and not click.confirm(f"Purge the undo history of {db}? Removed entries will be gone for good."):

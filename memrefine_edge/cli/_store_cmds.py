@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from memrefine_edge.cli._app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db, store_settings
+from ._app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db, store_settings
 
 __all__ = ["import_cmd", "export_cmd", "stats_cmd", "search_cmd", "upgrade_cmd"]
 
@@ -26,7 +26,7 @@ _threads_option = click.option(
 
 def _encoder(threads: int | None):
     # Lazy: onnxruntime and the tokenizer load only for commands that embed.
-    from memrefine_edge.engine._pipeline import PipelineConfig
+    from memrefine_edge.engine import PipelineConfig
 
     return current_backends().encoder(PipelineConfig(threads=threads))
 
@@ -41,7 +41,7 @@ def _import_into(db: Path, fill):
     created while this import ran (the import then goes into that store, in
     its own transaction).
     """
-    from memrefine_edge.store._files import create_store_file
+    from memrefine_edge.store import create_store_file
 
     store_settings()  # a malformed setting is refused before a folder or file is made for the new store
     if not db.exists():
@@ -82,7 +82,7 @@ def import_cmd(
     as_json: bool,
 ) -> None:
     """Import FILE into the store in one transaction (a failed import writes nothing)."""
-    from memrefine_edge.store._formats import import_file
+    from memrefine_edge.store import import_file
 
     encoder = _encoder(threads) if embed else None
     db = resolve_db(db_path)
@@ -111,7 +111,7 @@ def import_cmd(
 @json_option
 def export_cmd(fmt: str, output: Path, db_path: Path | None, as_json: bool) -> None:
     """Write every entry to OUTPUT (default stdout) as JSON lines, re-importable losslessly."""
-    from memrefine_edge.store._formats import export_jsonl
+    from memrefine_edge.store import export_jsonl
 
     to_stdout = str(output) == "-"
     if to_stdout and as_json:
@@ -131,7 +131,7 @@ def export_cmd(fmt: str, output: Path, db_path: Path | None, as_json: bool) -> N
 @json_option
 def stats_cmd(recount: bool, db_path: Path | None, as_json: bool) -> None:
     """Entries, both size metrics, embedding bytes, links and bookkeeping overhead (writes nothing)."""
-    from memrefine_edge.core._errors import StoreError
+    from memrefine_edge.core import StoreError
 
     with open_store(db_path, read_only=True) as store:
         stats = store.stats().as_dict()

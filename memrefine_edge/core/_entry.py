@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memrefine_edge.core._errors import InvalidEntryError
+from ._errors import InvalidEntryError
 
 __all__ = [
     "Entry",

@@ -40,34 +40,41 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memrefine_edge.core._memory import pin_mmap_threshold, release_free_memory
-from memrefine_edge.store._budget import resolve_target
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.engine._deferred import take_deferred
-from memrefine_edge.core._errors import (
+from memrefine_edge.core import (
     BudgetError,
+    CompressionReport,
     ConfigurationError,
+    Decision,
     DuplicateIdError,
+    Entry,
     EntryNotFoundError,
     MergeOutputError,
+    Progress,
     ResumeError,
     RunInterruptedError,
+    pin_mmap_threshold,
+    release_free_memory,
 )
-from memrefine_edge.engine._eviction import StrictFloor, evict_to_budget, require_strict_floor
-from memrefine_edge.engine._identical import take_identical
-from memrefine_edge.judging._merger import build_merged_entry, merged_entry_id
+from memrefine_edge.judging import build_merged_entry, merged_entry_id
 from memrefine_edge.methods import Method, PairContext, get_method
-from memrefine_edge.core._report import CompressionReport, Progress
-from memrefine_edge.store import METRICS, Entry, MemoryStore, RunLock, quantize_embedding
-from memrefine_edge.store._vectors import stored_embedding_bytes
-from memrefine_edge.engine._upkeep import Upkeep
+from memrefine_edge.store import (
+    METRICS,
+    MemoryStore,
+    RunLock,
+    quantize_embedding,
+    resolve_target,
+    stored_embedding_bytes,
+)
+
+from ._deferred import take_deferred
+from ._eviction import StrictFloor, evict_to_budget, require_strict_floor
+from ._identical import take_identical
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.backends._encoder import Encoder
-    from memrefine_edge.judging._merger import Merger
+    from memrefine_edge.backends import Encoder
+    from memrefine_edge.judging import Merger
 
-__all__ = ["Compressor", "CompressionReport", "Progress", "RunLock", "Upkeep", "MODES", "merged_entry_id",
-           "build_merged_entry", "resolve_target"]
+__all__ = ["Compressor", "MODES"]
 
 MODES = ("paper", "strict")
 
@@ -447,7 +454,7 @@ class Compressor:
 
         Returns the next step, the decisions made in this session, and why it stopped.
         """
-        from memrefine_edge.index._pairs import PairQueue
+        from memrefine_edge.index import PairQueue
 
         assert plan.run_id is not None
         store, target = self.store, plan.target

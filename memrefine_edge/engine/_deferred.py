@@ -22,11 +22,11 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from memrefine_edge.core._errors import ConfigurationError, EntryNotFoundError
+from memrefine_edge.core import ConfigurationError, EntryNotFoundError
 from memrefine_edge.methods import PairContext
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.engine._compressor import Compressor, _Plan
+    from ._compressor import Compressor, _Plan
 
 __all__ = ["take_deferred"]
 

@@ -58,16 +58,14 @@ from dataclasses import replace
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-from memrefine_edge.core._memory import release_free_memory
-from memrefine_edge.core._entry import json_size
-from memrefine_edge.core._errors import BudgetError, EntryNotFoundError
-from memrefine_edge.text._facts import is_filler
-from memrefine_edge.text._lastcopy import LastCopies, specific_keys
-from memrefine_edge.index._pairs import PairQueue
+from memrefine_edge.core import BudgetError, EntryNotFoundError, json_size, release_free_memory
+from memrefine_edge.index import PairQueue
+from memrefine_edge.text import LastCopies, is_filler, specific_keys
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.engine._compressor import Compressor
     from memrefine_edge.store import MemoryStore
+
+    from ._compressor import Compressor
 
 __all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "EVICT_COUNT_WEIGHT", "EVICT_SIZE_CAPPED", "Keep", "StrictFloor",
            "evict_to_budget", "require_strict_floor", "strict_floor_bytes"]

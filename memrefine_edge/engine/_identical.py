@@ -29,10 +29,10 @@ from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
-from memrefine_edge.core._errors import EntryNotFoundError
+from memrefine_edge.core import EntryNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.engine._compressor import Compressor, _Plan
+    from ._compressor import Compressor, _Plan
 
 __all__ = ["IDENTICAL_SIMILARITY", "identical_pairs", "take_identical"]
 

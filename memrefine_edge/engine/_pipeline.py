@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memrefine_edge.core._errors import OptionConflictError
+from memrefine_edge.core import OptionConflictError
 from memrefine_edge.methods import get_method
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.backends._encoder import Encoder
-    from memrefine_edge.judging._judge import Judge
-    from memrefine_edge.judging._merger import Merger
+    from memrefine_edge.backends import Encoder
+    from memrefine_edge.judging import Judge, Merger
     from memrefine_edge.methods import Method
 
 __all__ = ["PipelineConfig", "Pipeline", "Backends", "build"]
@@ -88,13 +87,13 @@ class Backends:
 
     def encoder(self, config: PipelineConfig) -> "Encoder":
         """The sentence encoder (default: the int8 MiniLM through onnxruntime)."""
-        from memrefine_edge.backends._encoder import OnnxEncoder
+        from memrefine_edge.backends import OnnxEncoder
 
         return OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
 
     def judge(self, config: PipelineConfig) -> "Judge":
         """The memrefine judge (default: fast path, the redundancy scorer, fact checks; see ``judge_model``)."""
-        from memrefine_edge.judging._judge import default_judge
+        from memrefine_edge.judging import default_judge
 
         # The LLM defaults to one thread: with two, while another process was busy, it ran slower.
         return default_judge(config.judge_model, merge_min_similarity=config.merge_min_similarity,
@@ -102,7 +101,7 @@ class Backends:
 
     def merger(self, config: PipelineConfig) -> "Merger":
         """The merger: deterministic and fact-keeping, or ``merge_model`` behind the fact check."""
-        from memrefine_edge.judging._merger import GuardedMerger, LlamaMerger
+        from memrefine_edge.judging import GuardedMerger, LlamaMerger
 
         # The bundled 135M model writes invalid or fact-inventing merges (bench/judge.py
         # merge), so without a merge model the merge is the

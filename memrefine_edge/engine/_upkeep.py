@@ -10,13 +10,13 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
-from memrefine_edge.store._budget import check_budget_bytes, get_budget
-from memrefine_edge.core._errors import BudgetError, RunInterruptedError, RunLockedError
-from memrefine_edge.core._report import CompressionReport
+from memrefine_edge.core import BudgetError, CompressionReport, RunInterruptedError, RunLockedError
+from memrefine_edge.store import check_budget_bytes, get_budget
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.engine._compressor import Compressor
     from memrefine_edge.store import MemoryStore
+
+    from ._compressor import Compressor
 
 __all__ = ["Upkeep"]
 

@@ -1,9 +1,12 @@
 """Evaluation: the LoCoMo harness, the QA metric, reports. Not needed at run time.
 
-* :mod:`.harness`: import, compress with each method, retrieve, score;
-* :mod:`.questions`: reading LoCoMo files and questions; :mod:`.answerer`: the QA answer model;
-* :mod:`.context`: what fits a reader's context, answer presence; :mod:`.floors`: fifo and random;
-* :mod:`.metrics`: a reimplementation of the official LoCoMo QA scorer (checked against its vectors);
-* :mod:`.stemmer`: the Porter stemmer the scorer needs;
-* :mod:`.report`: JSON and markdown reports, machine facts.
+The harness imports, compresses with each method, retrieves and scores; the QA metric is a
+reimplementation of the official LoCoMo scorer (checked against its vectors).
 """
+
+from __future__ import annotations
+
+from ._harness import EvalConfig, run_eval
+from ._report import portable
+
+__all__ = ['EvalConfig', 'portable', 'run_eval']

@@ -33,7 +33,7 @@ class LlamaAnswerer(Answerer):
 
     def __init__(self, *, model_path: str | os.PathLike[str] | None = None, n_threads: int = 1,
                  n_ctx: int = 2048, max_tokens: int = 32, memory_chars: int = 600, seed: int = 1234) -> None:
-        from memrefine_edge.backends._llama import LlamaModel
+        from memrefine_edge.backends import LlamaModel
 
         self.model = LlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads, seed=seed)  # path checked now
         self.model_path, self.n_threads, self.n_ctx = model_path, n_threads, n_ctx

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memrefine_edge.eval._metrics import gold_answer, stemmed_tokens
+from ._metrics import gold_answer, stemmed_tokens
 
 __all__ = ["ANSWER_CATEGORIES", "answer_tokens", "text_tokens", "build_context", "StoreText", "ContextScores",
            "score_context", "answer_presence"]

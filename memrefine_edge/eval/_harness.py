@@ -48,26 +48,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memrefine_edge.core._errors import BudgetError, EvalError
-from memrefine_edge.store._files import copy_store
-from memrefine_edge.eval._answerer import Answerer, LlamaAnswerer
-from memrefine_edge.eval._context import StoreText, answer_presence, answer_tokens, score_context
-from memrefine_edge.eval._floors import FLOORS, evict_floor
-from memrefine_edge.eval._metrics import CATEGORY_NAMES, score_qa
-from memrefine_edge.eval._questions import Question, evidence_ids, load_questions, load_samples, stratified_sample
+from memrefine_edge.core import BudgetError, EvalError
+from memrefine_edge.store import copy_store
+
+from ._answerer import Answerer, LlamaAnswerer
+from ._context import StoreText, answer_presence, answer_tokens, score_context
+from ._floors import FLOORS, evict_floor
+from ._metrics import CATEGORY_NAMES, score_qa
+from ._questions import Question, load_questions, load_samples, stratified_sample
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.backends._encoder import Encoder
-    from memrefine_edge.judging._merger import Merger
+    from memrefine_edge.backends import Encoder
+    from memrefine_edge.engine import Backends
+    from memrefine_edge.judging import Merger
     from memrefine_edge.methods import Method
-    from memrefine_edge.engine._pipeline import Backends
-    from memrefine_edge.store import MemoryStore
-    from memrefine_edge.store._journal import DecisionRecord
+    from memrefine_edge.store import DecisionRecord, MemoryStore
 
 __all__ = [
-    "EvalError", "Answerer", "LlamaAnswerer", "EvalConfig", "Question", "STORE_KINDS",
-    "evidence_ids", "load_questions", "stratified_sample", "top_k", "recall_of", "attribute_loss",
-    "validate_config", "run_eval", "MethodFactory",
+    "EvalConfig", "STORE_KINDS", "top_k", "recall_of", "attribute_loss", "validate_config", "run_eval",
+    "MethodFactory",
 ]
 
 STORE_KINDS: Mapping[str, str] = {"turns": "locomo-turns", "observations": "locomo-observations", "text": "text"}
@@ -170,8 +169,7 @@ def _version() -> str:
 
 def base_store(config: EvalConfig, sample_id: str, encoder: "Encoder", cache: Path) -> Path:
     """The cached, embedded base store of one sample (built once, atomically)."""
-    from memrefine_edge.store._formats import import_file
-    from memrefine_edge.store import MemoryStore
+    from memrefine_edge.store import MemoryStore, import_file
 
     key = hashlib.sha256(f"{config.data.resolve()}|{config.data.stat().st_size}|{encoder.model_id}".encode())
     path = cache / f"{sample_id}-{config.store}-v{_version()}-{key.hexdigest()[:10]}.db"
@@ -336,8 +334,8 @@ def _default_factory(name: str, config: EvalConfig, *, encoder: "Encoder",
                      backends: "Backends | None" = None) -> "tuple[Method, Merger | None]":
     """The method and merger of one compression, from the pipeline (fresh state each time), built by
     ``backends`` (default: the real models)."""
-    from memrefine_edge.judging._judge import uses_gguf
-    from memrefine_edge.engine._pipeline import PipelineConfig, build
+    from memrefine_edge.engine import PipelineConfig, build
+    from memrefine_edge.judging import uses_gguf
 
     merge_model = None
     if config.merger == "llm":
@@ -412,7 +410,7 @@ class _Run:
                  merger: "Merger | None", base: dict[str, Any], base_found: list[frozenset[str]],
                  base_prov: dict[str, frozenset[str]]) -> dict[str, Any]:
         """Compress the store at ``path`` to ``budget`` of the base size and measure it."""
-        from memrefine_edge.engine._compressor import Compressor
+        from memrefine_edge.engine import Compressor
         from memrefine_edge.store import MemoryStore
 
         config = self.config
@@ -477,12 +475,13 @@ def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_fac
     report are rewritten after each measurement, so a stopped run keeps them.
     """
     from memrefine_edge.store import MemoryStore
-    from memrefine_edge.eval._report import machine_info, portable, write_json, write_report
+
+    from ._report import machine_info, portable, write_json, write_report
 
     samples = validate_config(config, known_methods=extra_methods)
     budgets = sorted({float(b) for b in config.budgets if b < 1}, reverse=True)
     if encoder is None:
-        from memrefine_edge.backends._encoder import OnnxEncoder
+        from memrefine_edge.backends import OnnxEncoder
 
         encoder = OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
     if config.qa and answerer is None:

@@ -81,7 +81,7 @@ from typing import Any
 
 import numpy as np
 
-from memrefine_edge.eval._stemmer import stem
+from ._stemmer import stem
 
 __all__ = [
     "ABSTENTION_MARKERS",

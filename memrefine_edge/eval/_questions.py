@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memrefine_edge.core._errors import EvalError
-from memrefine_edge.eval._metrics import CATEGORY_NAMES
+from memrefine_edge.core import EvalError
+
+from ._metrics import CATEGORY_NAMES
 
 __all__ = ["Question", "evidence_ids", "load_samples", "load_questions", "stratified_sample"]
 

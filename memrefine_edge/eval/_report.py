@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from memrefine_edge.eval._metrics import CATEGORY_NAMES, CATEGORY_REPORT_ORDER
+from ._metrics import CATEGORY_NAMES, CATEGORY_REPORT_ORDER
 
 __all__ = ["summarize", "render_markdown", "render_plot", "write_report", "machine_info", "cpu_model", "write_json",
            "portable"]

@@ -63,11 +63,10 @@ from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
-from memrefine_edge.index._int8mm import default_threads
-from memrefine_edge.index._scan import _LOW, NeighbourScans, _as_codes, _as_matrix, _classes, _decode, _norms
-from memrefine_edge.index._similarity import pair_scores, similarity_matrix
+from ._int8mm import default_threads
+from ._scan import _LOW, NeighbourScans, _as_codes, _as_matrix, _classes, _decode, _norms
 
-__all__ = ["PairQueue", "pair_scores", "similarity_matrix"]
+__all__ = ["PairQueue"]
 
 
 def _pair_key(a: int, b: int) -> int:

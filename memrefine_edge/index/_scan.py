@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from memrefine_edge.index._int8mm import BAND_BYTES, int8_products, scale_in_place
-from memrefine_edge.index._similarity import NEG_INF, pair_scores, screen_columns, screen_rows, threshold
+from ._int8mm import BAND_BYTES, int8_products, scale_in_place
+from ._similarity import NEG_INF, pair_scores, screen_columns, screen_rows, threshold
 
 __all__ = ["NeighbourScans", "GATHER_ELEMS", "INT_SCAN_ROWS", "SCAN_ROWS"]
 

@@ -11,9 +11,8 @@ like dogs"``, ``"gate 7"`` in ``"gate 7.5"``, and neither is stated by it. The j
 
 from __future__ import annotations
 
-from memrefine_edge.text._bindings import binding_losses
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.text._facts import is_filler, normalise
+from memrefine_edge.core import Decision
+from memrefine_edge.text import binding_losses, is_filler, normalise
 
 __all__ = ["fast_path"]
 

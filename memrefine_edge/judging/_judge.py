@@ -55,11 +55,11 @@ import os
 import re
 from typing import Any, Literal
 
-from memrefine_edge.text._bindings import describe, lost_facts
-from memrefine_edge.core._decision import Decision, Target
-from memrefine_edge.core._errors import JudgeOutputError
-from memrefine_edge.judging._fastpath import fast_path
-from memrefine_edge.judging._prompts import DECISION_SCHEMA, MAX_ENTRY_CHARS, build_messages, quote_entry
+from memrefine_edge.core import Decision, JudgeOutputError, Target
+from memrefine_edge.text import describe, lost_facts
+
+from ._fastpath import fast_path
+from ._prompts import DECISION_SCHEMA, build_messages
 
 #: Default similarity at or above which the fact guard merges (instead of
 #: preserving) a pair whose entries both hold facts of their own. See the
@@ -67,23 +67,8 @@ from memrefine_edge.judging._prompts import DECISION_SCHEMA, MAX_ENTRY_CHARS, bu
 DEFAULT_MERGE_MIN_SIMILARITY = 0.5
 
 __all__ = [
-    "DEFAULT_MERGE_MIN_SIMILARITY",
-    "JUDGE_NAMES",
-    "MODEL_FREE_JUDGES",
-    "uses_gguf",
-    "Decision",
-    "default_judge",
-    "scorer_guard",
-    "Judge",
-    "LlamaJudge",
-    "ScorerJudge",
-    "GuardedJudge",
-    "FactJudge",
-    "MAX_ENTRY_CHARS",
-    "DECISION_SCHEMA",
-    "build_messages",
-    "quote_entry",
-    "parse_decision",
+    "DEFAULT_MERGE_MIN_SIMILARITY", "JUDGE_NAMES", "MODEL_FREE_JUDGES", "uses_gguf", "default_judge",
+    "scorer_guard", "Judge", "LlamaJudge", "ScorerJudge", "GuardedJudge", "FactJudge", "parse_decision",
     "merge_instruction_for",
 ]
 
@@ -194,7 +179,7 @@ class LlamaJudge(Judge):
     ) -> None:
         if mode not in ("logits", "generate"):
             raise ValueError("mode must be 'logits' or 'generate'")
-        from memrefine_edge.backends._llama import LlamaModel
+        from memrefine_edge.backends import LlamaModel
 
         # The path is checked now: a wrong one fails before a run commits decisions.
         self.model = LlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads, seed=seed)
@@ -363,7 +348,7 @@ class ScorerJudge(Judge):
     def scorer(self) -> Any:
         """The :class:`~memrefine_edge.judging._scorer.RedundancyScorer` (the packaged weights unless given)."""
         if self._scorer is None:
-            from memrefine_edge.judging._scorer import RedundancyScorer
+            from ._scorer import RedundancyScorer
 
             self._scorer = RedundancyScorer(path=self._weights_path)
         return self._scorer

@@ -30,15 +30,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from memrefine_edge.text._bindings import lost_facts, surface_forms
-from memrefine_edge.core._entry import Entry
-from memrefine_edge.core._errors import MergeOutputError
-from memrefine_edge.text._facts import extract, fact_sentences, is_filler, sentence_scans, strip_speaker
-from memrefine_edge.judging._prompts import MERGE_SCHEMA, build_merge_messages
+from memrefine_edge.core import Entry, MergeOutputError
+from memrefine_edge.text import (
+    extract,
+    fact_sentences,
+    is_filler,
+    lost_facts,
+    sentence_scans,
+    strip_speaker,
+    surface_forms,
+)
 
-__all__ = ["MergedEntry", "Merger", "LlamaMerger", "GuardedMerger", "MERGE_SCHEMA", "MAX_MERGED_CHARS",
-           "concat_merge", "parse_merged", "build_merge_messages", "default_keywords", "merged_entry_id",
-           "build_merged_entry"]
+from ._prompts import MERGE_SCHEMA, build_merge_messages
+
+__all__ = [
+    "MergedEntry", "Merger", "LlamaMerger", "GuardedMerger", "MAX_MERGED_CHARS", "concat_merge", "parse_merged",
+    "default_keywords", "merged_entry_id", "build_merged_entry",
+]
 
 #: The longest entry a merge may write (characters). A pair whose merge would
 #: be longer is preserved instead: both entries stay whole, nothing is cut.
@@ -177,7 +185,7 @@ class LlamaMerger(Merger):
         max_tokens: int = 256,
         seed: int = 1234,
     ) -> None:
-        from memrefine_edge.backends._llama import LlamaModel
+        from memrefine_edge.backends import LlamaModel
 
         # The path is checked now: a wrong one fails before a run commits decisions.
         self.model = LlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads, seed=seed)

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from memrefine_edge.core._errors import ConfigurationError
-from memrefine_edge.text._facts import (
+from memrefine_edge.core import ConfigurationError
+from memrefine_edge.text import (
     TEXT_CACHE,
     Facts,
     coverage_keys,
@@ -210,7 +210,7 @@ class RedundancyScorer:
                 if path is not None:
                     weights = json.loads(Path(path).read_text(encoding="utf-8"))
                 else:
-                    packaged = resources.files(__package__).joinpath("data", WEIGHTS_FILE)
+                    packaged = resources.files("memrefine_edge").joinpath("data", WEIGHTS_FILE)
                     weights = json.loads(packaged.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise ConfigurationError(f"cannot read scorer weights {path or WEIGHTS_FILE}: {exc}") from exc

@@ -4,7 +4,7 @@ The built-in methods are listed in one explicit table, :data:`BUILTINS`;
 :func:`register` adds a method of your own under its ``name``.
 
 * ``memrefine`` (:class:`MemRefineMethod`): the paper's judge.
-* ``rulesim`` and ``rulepr`` (:mod:`memrefine_edge.methods._rules`): the paper's rule baselines.
+* ``rulesim`` and ``rulepr``: the paper's rule baselines.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memrefine_edge.core._errors import UnknownMethodError
-from memrefine_edge.methods._base import Method, PairContext
-from memrefine_edge.methods._memrefine import MemRefineMethod
-from memrefine_edge.methods._rules import RulePR, RuleSim
+from memrefine_edge.core import UnknownMethodError
+
+from ._base import Method, PairContext
+from ._memrefine import MemRefineMethod
+from ._rules import RulePR, RuleSim
 
 __all__ = ["Method", "PairContext", "MemRefineMethod", "RuleSim", "RulePR", "BUILTINS", "register", "get_method",
            "method_names"]

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
-    from memrefine_edge.core._decision import Decision
-    from memrefine_edge.store import Entry, MemoryStore
+    from memrefine_edge.core import Decision, Entry
+    from memrefine_edge.store import MemoryStore
 
 __all__ = ["Method", "PairContext"]
 

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.judging._judge import merge_instruction_for
-from memrefine_edge.text._lastcopy import LastCopies
-from memrefine_edge.methods._base import Method, PairContext
+from memrefine_edge.core import Decision
+from memrefine_edge.judging import merge_instruction_for
+from memrefine_edge.text import LastCopies
+
+from ._base import Method, PairContext
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
-    from memrefine_edge.judging._judge import Judge
-    from memrefine_edge.store import Entry, MemoryStore
+    from memrefine_edge.core import Entry
+    from memrefine_edge.judging import Judge
+    from memrefine_edge.store import MemoryStore
 
 __all__ = ["MemRefineMethod"]
 

@@ -58,24 +58,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.core._errors import RuleOptionError
-from memrefine_edge.text._facts import normalise
-from memrefine_edge.index._pairs import similarity_matrix
-from memrefine_edge.methods._base import Method, PairContext
+from memrefine_edge.core import Decision, RuleOptionError
+from memrefine_edge.index import similarity_matrix
+from memrefine_edge.text import normalise
+
+from ._base import Method, PairContext
 
 if TYPE_CHECKING:  # pragma: no cover
     from memrefine_edge.store import MemoryStore
 
 __all__ = [
-    "RuleSim",
-    "RulePR",
-    "RuleOptionError",
-    "PageRankScores",
-    "MERGE_INSTRUCTION",
-    "less_informative",
-    "pagerank",
-    "link_edges",
+    "RuleSim", "RulePR", "PageRankScores", "MERGE_INSTRUCTION", "less_informative", "pagerank", "link_edges",
     "knn_edges",
 ]
 

@@ -1,39 +1,38 @@
 """The memory store: one SQLite file, and the only code in the package that runs SQL.
 
-* :mod:`.core`: :class:`MemoryStore`, the hub that owns the connection, with its parts
-  :mod:`.sizes` (both size metrics), :mod:`.vectors` (embeddings, search), :mod:`.maintenance`
-  (long writes, VACUUM, pragmas) and :mod:`.commits` (group commits);
-* :mod:`.refusals`: typed errors for a write the system refuses (full, read-only, busy);
-* :mod:`.schema`: the named, append-only migrations;
-* :mod:`.journal`: runs, decisions, preserved pairs and the undo history;
-* :mod:`.lock`: the run lock.
+:class:`MemoryStore` is the hub that owns the connection; its parts are private modules:
+sizes (both size metrics), vectors (embeddings, search), maintenance (long writes, VACUUM,
+pragmas), commits (group commits), refusals (typed errors for a write the system refuses),
+files (what a store file is), schema (the named, append-only migrations), journal (runs,
+decisions, preserved pairs and the undo history), lock (the run lock), budget (the standing
+budget and how budgets are read) and formats (import and export).
 """
 
 from __future__ import annotations
 
-from memrefine_edge.core._entry import MAX_CONTENT_CHARS, MAX_ID_CHARS, Entry, content_hash, json_size, validate_entry
-from memrefine_edge.store._core import MemoryStore
-from memrefine_edge.store._files import APPLICATION_ID, check_store_file
-from memrefine_edge.store._journal import DecisionRecord, RunInfo, RunJournal
-from memrefine_edge.store._lock import RunLock
-from memrefine_edge.store._sizes import METRICS, StoreStats
-from memrefine_edge.store._vectors import quantize_embedding
+from ._budget import (
+    StandingBudget,
+    check_budget_bytes,
+    clear_budget,
+    get_budget,
+    parse_budget,
+    parse_ratio,
+    parse_size,
+    resolve_target,
+    set_budget,
+)
+from ._core import MemoryStore
+from ._files import APPLICATION_ID, check_path_kind, check_store_file, copy_store, create_store_file
+from ._formats import FORMATS, ImportReport, export_jsonl, import_file, json_lines, load_sample, parse_file, sample_path
+from ._journal import DecisionRecord, RunInfo, RunJournal
+from ._lock import RunLock
+from ._sizes import METRICS, StoreStats
+from ._vectors import quantize_embedding, stored_embedding_bytes
 
 __all__ = [
-    "Entry",
-    "MemoryStore",
-    "validate_entry",
-    "StoreStats",
-    "json_size",
-    "content_hash",
-    "MAX_CONTENT_CHARS",
-    "MAX_ID_CHARS",
-    "METRICS",
-    "APPLICATION_ID",
-    "check_store_file",
-    "RunJournal",
-    "RunInfo",
-    "DecisionRecord",
-    "RunLock",
-    "quantize_embedding",
+    "APPLICATION_ID", "DecisionRecord", "FORMATS", "ImportReport", "METRICS", "MemoryStore", "RunInfo",
+    "RunJournal", "RunLock", "StandingBudget", "StoreStats", "check_budget_bytes", "check_path_kind",
+    "check_store_file", "clear_budget", "copy_store", "create_store_file", "export_jsonl", "get_budget",
+    "import_file", "json_lines", "load_sample", "parse_budget", "parse_file", "parse_ratio", "parse_size",
+    "quantize_embedding", "resolve_target", "sample_path", "set_budget", "stored_embedding_bytes",
 ]

@@ -34,12 +34,13 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from memrefine_edge.core._errors import BudgetError, ConfigurationError
-from memrefine_edge.store import METRICS
-from memrefine_edge.store._vectors import stored_embedding_bytes
+from memrefine_edge.core import BudgetError, ConfigurationError
+
+from ._sizes import METRICS
+from ._vectors import stored_embedding_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.store import MemoryStore
+    from ._core import MemoryStore
 
 __all__ = ["StandingBudget", "parse_budget", "parse_ratio", "parse_size", "check_budget_bytes", "get_budget",
            "set_budget", "clear_budget", "resolve_target", "MAX_BUDGET_BYTES"]

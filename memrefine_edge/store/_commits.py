@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.store._core import MemoryStore
+    from ._core import MemoryStore
 
 __all__ = ["CommitGroup"]
 

@@ -37,27 +37,32 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from memrefine_edge.core._entry import Entry, is_lookup_key, json_size, stored_hash, validate_entry
-from memrefine_edge.core._errors import (
+from memrefine_edge.core import (
     ConfigurationError,
     DuplicateIdError,
+    Entry,
     EntryNotFoundError,
     InvalidEntryError,
     SchemaError,
     StoreError,
     StoreNotFoundError,
     StoreReplacedError,
+    is_lookup_key,
+    json_size,
+    stored_hash,
+    validate_entry,
 )
-from memrefine_edge.store._commits import CommitGroup
-from memrefine_edge.store._files import APPLICATION_ID, OpenedFile, check_path_kind, check_store_file, connect, create_store_file
-from memrefine_edge.store._journal import RunJournal
-from memrefine_edge.store._maintenance import COMPACT_SHARE, WAL_FILE_LIMIT_BYTES, MaintenanceMixin
-from memrefine_edge.store._refusals import read_refusal, refusal
-from memrefine_edge.store._schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
-from memrefine_edge.store._sizes import SizesMixin
-from memrefine_edge.store._vectors import VectorsMixin
 
-__all__ = ["MemoryStore", "CommitGroup", "PAGE_SIZE", "COMPACT_SHARE"]
+from ._commits import CommitGroup
+from ._files import APPLICATION_ID, OpenedFile, check_path_kind, check_store_file, connect, create_store_file
+from ._journal import RunJournal
+from ._maintenance import WAL_FILE_LIMIT_BYTES, MaintenanceMixin
+from ._refusals import read_refusal, refusal
+from ._schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
+from ._sizes import SizesMixin
+from ._vectors import VectorsMixin
+
+__all__ = ["MemoryStore", "PAGE_SIZE"]
 
 #: The page size of a new store (see :class:`MemoryStore`): the smallest SQLite has.
 PAGE_SIZE = 512

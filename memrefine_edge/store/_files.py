@@ -10,7 +10,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from memrefine_edge.core._errors import NotAStoreError, StoreError, StorePathError, StoreReplacedError
+from memrefine_edge.core import NotAStoreError, StoreError, StorePathError, StoreReplacedError
 
 __all__ = ["APPLICATION_ID", "check_path_kind", "path_kind", "check_store_file", "create_store_file", "connect",
            "copy_store", "read_only_uri", "OpenedFile"]

@@ -1,6 +1,6 @@
 """Importers and exporters: memory stores in other formats in, JSON lines out.
 
-Every importer parses the whole file into :class:`~memrefine_edge.store.Entry`
+Every importer parses the whole file into :class:`~memrefine_edge.core.Entry`
 objects first and then writes them with one :meth:`MemoryStore.add_many`
 call, so an import is one transaction: a file that fails anywhere writes
 nothing. Importers never embed unless asked (``encoder=``); embedding happens
@@ -59,11 +59,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from memrefine_edge.core._errors import DuplicateIdError, ExportError, ImportFormatError, InvalidEntryError
-from memrefine_edge.store import Entry, MemoryStore, validate_entry
+from memrefine_edge.core import (
+    DuplicateIdError,
+    Entry,
+    ExportError,
+    ImportFormatError,
+    InvalidEntryError,
+    validate_entry,
+)
+
+from ._core import MemoryStore
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.backends._encoder import Encoder
+    from memrefine_edge.backends import Encoder
 
 __all__ = [
     "FORMATS",
@@ -597,7 +605,7 @@ def export_jsonl(store: MemoryStore, out: str | os.PathLike[str] | IO[str]) -> i
 
 def sample_path() -> Path:
     """Path of the bundled sample store (a self-written two-person chat, jsonl)."""
-    return Path(__file__).with_name("data") / "sample_store.jsonl"
+    return Path(__file__).resolve().parents[1] / "data" / "sample_store.jsonl"
 
 
 def load_sample(store: MemoryStore) -> ImportReport:

@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memrefine_edge.core._decision import Decision
-from memrefine_edge.core._entry import Entry, stored_hash
-from memrefine_edge.core._errors import (
+from memrefine_edge.core import (
+    Decision,
+    Entry,
     HistoryPurgedError,
     JournalConflictError,
     LaterRunError,
@@ -52,12 +52,13 @@ from memrefine_edge.core._errors import (
     RunNotFoundError,
     StoreFullError,
     UndoConflictError,
+    stored_hash,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     import sqlite_utils
 
-    from memrefine_edge.store._core import MemoryStore
+    from ._core import MemoryStore
 
 __all__ = ["RunJournal", "RunInfo", "DecisionRecord", "Effect", "pack_field", "pack_text", "unpack_text"]
 

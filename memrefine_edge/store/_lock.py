@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from memrefine_edge.core._errors import RunLockedError, StorePathError, StoreReadOnlyError
-from memrefine_edge.store._files import check_path_kind, path_kind
+from memrefine_edge.core import RunLockedError, StorePathError, StoreReadOnlyError
+
+from ._files import check_path_kind, path_kind
 
 __all__ = ["RunLock"]
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memrefine_edge.core._errors import StoreError, StoreReplacedError
+from memrefine_edge.core import StoreError, StoreReplacedError
 
 __all__ = ["MaintenanceMixin", "COMPACT_SHARE", "LONG_WRITE_WAL_BYTES", "WAL_FILE_LIMIT_BYTES"]
 

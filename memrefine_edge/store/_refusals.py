@@ -10,7 +10,7 @@ import errno
 import sqlite3
 from pathlib import Path
 
-from memrefine_edge.core._errors import StoreBusyError, StoreError, StoreFullError, StoreIOError, StoreReadOnlyError
+from memrefine_edge.core import StoreBusyError, StoreError, StoreFullError, StoreIOError, StoreReadOnlyError
 
 __all__ = ["refusal", "read_refusal", "full_error"]
 

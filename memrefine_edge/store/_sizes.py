@@ -20,8 +20,9 @@ import sqlite3
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from memrefine_edge.core._entry import Entry, json_size
-from memrefine_edge.store._schema import MIGRATIONS, entry_row_bytes, link_row_bytes, split_sql
+from memrefine_edge.core import Entry, json_size
+
+from ._schema import MIGRATIONS, entry_row_bytes, link_row_bytes, split_sql
 
 __all__ = ["METRICS", "StoreStats", "SizesMixin"]
 

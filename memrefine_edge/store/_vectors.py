@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memrefine_edge.core._entry import Entry, is_lookup_key
-from memrefine_edge.core._errors import ConfigurationError, EntryNotFoundError
+from memrefine_edge.core import ConfigurationError, Entry, EntryNotFoundError, is_lookup_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memrefine_edge.backends._encoder import Encoder
+    from memrefine_edge.backends import Encoder
 
 __all__ = ["VectorsMixin", "encode_embedding", "decode_embedding", "quantize_embedding", "stored_embedding_bytes",
            "EMBEDDING_TAG"]

@@ -58,7 +58,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from memrefine_edge.text._facts import (
+from ._facts import (
     ClauseToken,
     Kind,
     clause_tokens,

@@ -57,7 +57,7 @@ from enum import IntEnum
 from functools import lru_cache
 from importlib import resources
 
-from memrefine_edge.text._smalltalk import is_small_talk
+from ._smalltalk import is_small_talk
 
 __all__ = [
     "ClauseToken",
@@ -255,7 +255,7 @@ def _word_hash(word: str) -> int:
 def _plain_hashes() -> array[int]:
     # 64-bit hashes, sorted: 0.3 MB where a set of the 40k words takes 6 MB of a device's memory
     # budget (a chance collision, about 2e-15 per word looked up, would only make a word no name).
-    raw = resources.files(__package__).joinpath("data", "plain_words.txt.gz").read_bytes()
+    raw = resources.files("memrefine_edge").joinpath("data", "plain_words.txt.gz").read_bytes()
     words = gzip.decompress(raw).decode("utf-8").split("\n")
     return array("Q", sorted(_word_hash(w) for w in words if w and not w.startswith("#")))
 

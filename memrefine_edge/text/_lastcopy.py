@@ -36,8 +36,8 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
-from memrefine_edge.text._facts import extract, sentence_scans, stated_words, stem
-from memrefine_edge.text._lexicon import common_word_ranks
+from ._facts import extract, sentence_scans, stated_words, stem
+from ._lexicon import common_word_ranks
 
 __all__ = ["LastCopies", "common_words", "content_keys", "specific_keys", "specific_keys_among", "stated_keys"]
 

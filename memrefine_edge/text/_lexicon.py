@@ -17,6 +17,6 @@ __all__ = ["common_word_ranks"]
 @lru_cache(maxsize=1)
 def common_word_ranks() -> dict[str, int]:
     """``{word: rank}`` (0 = most frequent), lower case."""
-    text = resources.files(__package__).joinpath("data", "common_words.txt").read_text(encoding="utf-8")
+    text = resources.files("memrefine_edge").joinpath("data", "common_words.txt").read_text(encoding="utf-8")
     words = [line for line in text.splitlines() if line and not line.startswith("#")]
     return {w: i for i, w in enumerate(words)}

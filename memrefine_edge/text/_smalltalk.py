@@ -26,7 +26,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from memrefine_edge.text._lexicon import common_word_ranks
+from ._lexicon import common_word_ranks
 
 __all__ = ["SmallTalkModel", "sentence_features", "default_model", "is_small_talk", "small_talk_probability"]
 
@@ -94,7 +94,7 @@ class SmallTalkModel:
 @lru_cache(maxsize=1)
 def default_model() -> SmallTalkModel:
     """The packaged model (read once)."""
-    raw = json.loads(resources.files(__package__).joinpath("data", "smalltalk_weights.json").read_text("utf-8"))
+    raw = json.loads(resources.files("memrefine_edge").joinpath("data", "smalltalk_weights.json").read_text("utf-8"))
     return SmallTalkModel.from_dict(raw)
 
 

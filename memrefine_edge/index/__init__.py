@@ -1,0 +1,8 @@
+"""Similarity and the pair queue: which pair of live entries is proposed next."""
+
+from __future__ import annotations
+
+from ._pairs import PairQueue
+from ._similarity import pair_scores, similarity_matrix
+
+__all__ = ['PairQueue', 'pair_scores', 'similarity_matrix']
