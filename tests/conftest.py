@@ -12,6 +12,11 @@ from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import HashEncoder
 
 FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[1]
+
+# Workers and fake command lines run as subprocesses (tests/support/*.py) import the ``tests``
+# package: the checkout's root goes on their module path through the environment they inherit.
+os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 @pytest.fixture
