@@ -99,7 +99,7 @@ def test_the_references_are_generated_not_copied():
     assert "::: mkdocs-click" in cli_page and ":module: memrefine_edge.cli" in cli_page
     assert "Usage:" not in cli_page  # the help text comes from the commands at build time
     api_page = (DOCS / "reference" / "api.md").read_text(encoding="utf-8")
-    assert "<!-- api:top-level -->" in api_page and ":::" not in api_page
+    assert "<!-- api:names memrefine_edge\n" in api_page and ":::" not in api_page
 
 
 def _command(words: list[str]) -> tuple[click.Command, list[str]] | None:
