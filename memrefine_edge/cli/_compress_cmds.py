@@ -9,16 +9,15 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import click
 
-from memrefine_edge.core import BudgetError, StoreExistsError, StoreNotFoundError
+from memrefine_edge.core import StoreExistsError, StoreNotFoundError
 from memrefine_edge.store import copy_store
 
-from ._app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db
+from ._app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db, store_settings
 
 
 def _progress_printer(metric: str):
@@ -131,106 +130,21 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
                  threads, resume, max_decisions, tau=None, protect=None, min_similarity=None,
                  merge_min_similarity=None, keep_last_copies=None, defer_last_copies=None,
                  quiet=False) -> dict[str, Any]:
-    """Open, compress, close; returns the end report as a dict."""
-    from memrefine_edge.engine import Compressor
-    from memrefine_edge.store import RunLock
+    """Open, compress, close (:func:`memrefine_edge.engine.compress_store`); returns the end report as a dict."""
+    from memrefine_edge.engine import PipelineConfig, compress_store
 
-    with RunLock(db):  # fail fast: a busy store is reported before the models load (Compressor.run locks again)
-        pass
-    from memrefine_edge.engine import PipelineConfig, build
-
-    parts = build(PipelineConfig(method=method, judge_model=judge_model, merge_model=merge_model,
-                                 encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
-                                 merge_min_similarity=merge_min_similarity, keep_last_copies=keep_last_copies,
-                                 defer_last_copies=defer_last_copies),
-                  backends=current_backends())
-    encoder, method_obj, merger = parts.encoder, parts.method, parts.merger
-    with open_store(db) as store:
-        unfinished = store.journal.unfinished_run()
-        # An interrupted run started with exactly this budget (by the library, say) continues as it was.
-        as_started = unfinished is not None and (budget, budget_bytes) != (None, None) and (
-            unfinished.params.get("budget"), unfinished.params.get("budget_bytes")) == (budget, budget_bytes)
-        change = None
-        if not resume and not as_started:
-            budget_bytes, metric, change = _standing_target(store, budget=budget, budget_bytes=budget_bytes,
-                                                            metric=metric, encoder=encoder)
-            budget = None
-        comp = Compressor(store, encoder=encoder, method=method_obj, merger=merger, metric=metric or "json",
-                          mode=mode, min_similarity=min_similarity,
-                          progress=None if quiet else _progress_printer(metric or "json"),
-                          embed_progress=None if quiet else _embed_printer())
-        # A new standing budget is recorded only once the run is accepted, with the run's start: a
-        # command refused or failed before it (a broken model file, an interrupted run with another
-        # budget) leaves the standing budget as it was.
-        report = comp.run(budget=budget, budget_bytes=budget_bytes, resume=resume, max_decisions=max_decisions,
-                          on_accept=change.record if change is not None else None)
-    if change is not None and change.message:
-        log(change.message)
-    return report.as_dict()
-
-
-class _BudgetChange:
-    """A standing budget to record when the run is accepted (:meth:`record`), and what to say then.
-
-    ``seen`` is the standing budget when the target was worked out: if another
-    command (`memrefine budget set`) changed it meanwhile, that one stays,
-    and the run goes on to its own target.
-    """
-
-    def __init__(self, store, *, target: int, metric: str, spec: str, seen, message: str | None) -> None:
-        self.store, self.target, self.metric, self.spec, self.seen = store, target, metric, spec, seen
-        self.message = message
-
-    def record(self) -> None:
-        from memrefine_edge.store import get_budget, set_budget
-
-        now = get_budget(self.store)
-        if now != self.seen:
-            self.message = (f"budget kept: it was set to {now.spec if now else 'none'} while this run started; "
-                            f"the run compresses to its own target ({self.target:,} B {self.metric})")
-            return
-        set_budget(self.store, target_bytes=self.target, metric=self.metric, spec=self.spec)
-
-
-def _standing_target(store, *, budget, budget_bytes, metric, encoder) -> tuple[int, str, _BudgetChange | None]:
-    """The byte target of a compress command, through the store's standing budget.
-
-    No budget given: the standing one (an error if there is none). A budget
-    given: the same one as recorded (same value, same metric) reuses the
-    recorded bytes, so repeating a command does not compress further; another
-    one is validated against the store as it is now, and returned as the
-    change to record once the run is accepted (nothing is written here).
-    """
-    from memrefine_edge.store import get_budget, resolve_target
-
-    standing = get_budget(store)
-    if budget is None and budget_bytes is None:
-        if standing is None:
-            raise BudgetError(f"{store.path} has no budget: give --budget RATIO or --budget-bytes N, or set one "
-                              "with `memrefine budget set`")
-        if metric is not None and metric != standing.metric:
-            raise BudgetError(f"the store's budget is in the {standing.metric} metric, not {metric}; set another "
-                              "with `memrefine budget set --metric`")
-        return standing.bytes, standing.metric, None
-    metric = metric or "json"
-    spec = f"{Decimal(repr(budget)):f}" if budget is not None else str(budget_bytes)
-    if standing is not None and standing.metric == metric and _same_budget(standing.spec, budget, budget_bytes):
-        return standing.bytes, metric, None
-    target = resolve_target(store, metric=metric, budget=budget, budget_bytes=budget_bytes, dim=encoder.dim)
-    message = (f"budget changed: {standing.spec} ({standing.bytes:,} B {standing.metric}) -> {spec} "
-               f"({target:,} B {metric})") if standing is not None else None
-    return target, metric, _BudgetChange(store, target=target, metric=metric, spec=spec, seen=standing,
-                                         message=message)
-
-
-def _same_budget(spec: str, budget: float | None, budget_bytes: int | None) -> bool:
-    """Whether the recorded budget text ``spec`` says the same as the budget given (``0.5`` is ``50%``)."""
-    from memrefine_edge.store import parse_budget
-
-    try:
-        return parse_budget(spec) == (budget, budget_bytes)
-    except BudgetError:  # recorded under older, looser rules: not the same
-        return False
+    done = compress_store(
+        resolve_db(db), budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode,
+        config=PipelineConfig(method=method, judge_model=judge_model, merge_model=merge_model,
+                              encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
+                              merge_min_similarity=merge_min_similarity, keep_last_copies=keep_last_copies,
+                              defer_last_copies=defer_last_copies),
+        backends=current_backends(), resume=resume, max_decisions=max_decisions, min_similarity=min_similarity,
+        progress=None if quiet else _progress_printer(metric or "json"),
+        embed_progress=None if quiet else _embed_printer(), store_options=store_settings())
+    if done.message:
+        log(done.message)
+    return done.report.as_dict()
 
 
 _compress_options = [

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ._compressor import MODES, Compressor
 from ._pipeline import Backends, Pipeline, PipelineConfig, build
+from ._store_run import StoreRun, compress_store
 from ._upkeep import Upkeep
 
-__all__ = ['Backends', 'Compressor', 'MODES', 'Pipeline', 'PipelineConfig', 'Upkeep', 'build']
+__all__ = ['Backends', 'Compressor', 'MODES', 'Pipeline', 'PipelineConfig', 'StoreRun', 'Upkeep', 'build',
+           'compress_store']
