@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from ._local import LocalPairs
 from ._pairs import PairQueue
 from ._similarity import pair_scores, similarity_matrix
 
-__all__ = ['PairQueue', 'pair_scores', 'similarity_matrix']
+__all__ = ['LocalPairs', 'PairQueue', 'pair_scores', 'similarity_matrix']

@@ -85,4 +85,4 @@ def test_the_checks_see_a_missing_name(tmp_path):
     page.write_text("<!-- api:names memrefine_edge.index\nPairQueue pair_scores\n-->\n", encoding="utf-8")
     docs = documented(page)
     assert docs == {"memrefine_edge.index": ["PairQueue", "pair_scores"]}
-    assert set(exported("memrefine_edge.index")) - set(docs["memrefine_edge.index"]) == {"similarity_matrix"}
+    assert "similarity_matrix" in set(exported("memrefine_edge.index")) - set(docs["memrefine_edge.index"])

@@ -1,0 +1,255 @@
+"""Bounded candidate pairs: each changed entry against its k nearest live neighbours.
+
+The paper's order (:class:`~memrefine_edge.index.PairQueue`) proposes the most similar pair of the
+whole store not yet judged, until the budget holds or none is left: on a store of distinct facts
+that judges every pair, so the work of a pass grows with the square of the store. A live store
+needs work proportional to what changed. :class:`LocalPairs` proposes only the pairs of a
+*changed* entry (new since the store's last pass, or written by a merge in this one) with its
+``k`` nearest live neighbours, most similar first, each pair once; pairs judged before (the
+store's preserved pairs) are never proposed again while both entries are unchanged. A pass then
+judges at most ``k`` pairs per changed entry, whatever the size of the store.
+
+Scores follow :class:`PairQueue`'s contract: a pair's score is :func:`pair_scores` of the two
+float32 rows (exact products, one fixed summation tree), so it does not depend on the block or
+side that computed it; BLAS only screens candidates, keeping every partner within its error margin
+of the k-th, which are then re-scored exactly. Among equal scores the earlier pair (by insertion
+order of its ends) comes first. The neighbours of an entry are fixed when it is scanned (at
+construction, or at :meth:`add`): an entry added later is not among an older entry's neighbours,
+but it scans its own, and a pair needs only one of its ends to be changed to be proposed.
+
+Cost: a scan is one O(n·d) pass over the live rows (in blocks, int8 rows decoded a block at a
+time); the candidates are O(k) per changed entry; ``pop`` and ``remove`` are O(log n) and O(1).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Iterable, Sequence
+
+import numpy as np
+
+from ._similarity import pair_scores
+
+__all__ = ["LocalPairs"]
+
+_BLOCK_ROWS = 8192
+# The float32 BLAS error of a d-dimensional dot product of unit rows is at most d * 2**-24 (any order).
+_EPS32 = 2.0**-24
+
+
+class LocalPairs:
+    """The most similar unjudged pair of a changed entry with one of its ``k`` nearest neighbours first.
+
+    ``ids`` are distinct, in insertion order; ``vectors`` ``(len(ids), d)`` float rows, or the store's
+    int8 codes with ``scales`` (row ``i`` is ``codes[i] * scales[i]`` in float32, as the store decodes
+    it). ``changed`` names the entries whose neighbours are to be judged (unknown ids are ignored);
+    ``excluded`` holds pairs judged before (ignored when they name an unknown id). The same interface
+    as :class:`PairQueue` where a compression run uses it: :meth:`pop`, :meth:`remove`, :meth:`add`
+    (a new entry is changed: its neighbours become candidates), :meth:`exclude`, :attr:`quantized`.
+
+    Errors: ``k < 1``, bad shapes or non-finite values -> ``ValueError``; an unknown or removed id ->
+    ``KeyError``; an id used before -> ``ValueError``.
+    """
+
+    def __init__(self, ids: Sequence[Hashable], vectors: np.ndarray, *, scales: np.ndarray | None = None,
+                 k: int = 8, changed: Iterable[Hashable] = (),
+                 excluded: Iterable[tuple[Hashable, Hashable]] = ()) -> None:
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        arr = np.asarray(vectors)
+        if arr.ndim != 2 or arr.shape[0] != len(ids):
+            raise ValueError(f"vectors must have shape ({len(ids)}, d), got {arr.shape}")
+        if len(set(ids)) != len(ids):
+            raise ValueError("ids must be distinct")
+        self.k = k
+        self._quantized = scales is not None
+        if scales is not None:
+            if arr.dtype != np.int8:
+                raise ValueError(f"codes must be int8 (with scales), got dtype {arr.dtype}")
+            sc = np.asarray(scales, dtype=np.float32)
+            if sc.shape != (len(ids),) or not np.isfinite(sc).all():
+                raise ValueError(f"scales must be {len(ids)} finite floats")
+            self._x = np.array(arr, dtype=np.int8, copy=True)
+            self._sc: np.ndarray | None = sc.copy()
+        else:
+            self._x = np.array(arr, dtype=np.float32, copy=True)
+            if not np.isfinite(self._x).all():
+                raise ValueError("vectors must be finite")
+            self._sc = None
+        self._n = len(ids)
+        self._d = arr.shape[1]
+        self._ids: list[Hashable] = list(ids)
+        self._pos: dict[Hashable, int] = {e: i for i, e in enumerate(self._ids)}
+        self._alive = np.ones(len(ids), dtype=bool)
+        self._judged: set[tuple[int, int]] = set()
+        for a_id, b_id in excluded:
+            ia, ib = self._pos.get(a_id), self._pos.get(b_id)
+            if ia is not None and ib is not None and ia != ib:
+                self._judged.add((min(ia, ib), max(ia, ib)))
+        self._heap: list[tuple[float, int, int]] = []
+        self._queued: set[tuple[int, int]] = set()
+        self._norm_max = 0.0
+        rows = sorted({self._pos[e] for e in changed if e in self._pos})
+        for start in range(0, len(rows), 64):  # 64 rows at a time: a (64, n) float32 block of scores
+            self._scan(rows[start:start + 64])
+
+    # ------------------------------------------------------------------ the run's interface
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the rows are the store's int8 codes (then :meth:`add` takes codes and a scale)."""
+        return self._quantized
+
+    def __len__(self) -> int:
+        return int(self._alive[: self._n].sum())
+
+    def __contains__(self, entry_id: object) -> bool:
+        idx = self._pos.get(entry_id)
+        return idx is not None and bool(self._alive[idx])
+
+    def pop(self) -> tuple[Hashable, Hashable, float] | None:
+        """Return and mark judged the best candidate ``(a_id, b_id, score)``, ``a`` the earlier entry.
+
+        None when no candidate is left.
+        """
+        while self._heap:
+            neg, a, b = heapq.heappop(self._heap)
+            if not (self._alive[a] and self._alive[b]) or (a, b) in self._judged:
+                continue
+            self._judged.add((a, b))
+            return self._ids[a], self._ids[b], -neg
+        return None
+
+    def candidates_left(self) -> bool:
+        """Whether :meth:`pop` would return a pair."""
+        while self._heap:
+            _, a, b = self._heap[0]
+            if self._alive[a] and self._alive[b] and (a, b) not in self._judged:
+                return True
+            heapq.heappop(self._heap)
+        return False
+
+    def exclude(self, a_id: Hashable, b_id: Hashable) -> None:
+        """Mark a pair judged without popping it."""
+        ia, ib = self._live(a_id), self._live(b_id)
+        if ia == ib:
+            raise ValueError(f"a pair needs two different entries, got {a_id!r} twice")
+        self._judged.add((min(ia, ib), max(ia, ib)))
+
+    def remove(self, entry_id: Hashable) -> None:
+        """Take a live entry, and all its pairs, out of the candidates."""
+        self._alive[self._live(entry_id)] = False
+
+    def add(self, entry_id: Hashable, vector: np.ndarray, scale: float | None = None) -> None:
+        """A new live entry (a merged one): its pairs with its ``k`` nearest live neighbours become candidates."""
+        if entry_id in self._pos:
+            raise ValueError(f"duplicate id {entry_id!r} (ids are never reused, even after remove)")
+        if (scale is None) == self._quantized:
+            raise ValueError("a queue of int8 codes takes codes and a scale; a float queue takes the vector alone")
+        v = np.asarray(vector).reshape(1, -1)
+        if v.shape[1] != self._d:
+            raise ValueError(f"vector must have shape ({self._d},), got {np.asarray(vector).shape}")
+        if self._quantized:
+            if v.dtype != np.int8:
+                raise ValueError(f"codes must be int8, got dtype {v.dtype}")
+            row = v
+        else:
+            row = v.astype(np.float32)
+            if not np.isfinite(row).all():
+                raise ValueError("vector must be finite")
+        if self._n >= self._x.shape[0]:  # 1/8 headroom: amortised O(d) per add
+            cap = self._n + self._n // 8 + 16
+            grown = np.zeros((cap, self._d), dtype=self._x.dtype)
+            grown[: self._n] = self._x[: self._n]
+            self._x = grown
+            if self._sc is not None:
+                sc = np.zeros(cap, dtype=np.float32)
+                sc[: self._n] = self._sc[: self._n]
+                self._sc = sc
+        self._x[self._n] = row[0]
+        if self._sc is not None:
+            self._sc[self._n] = np.float32(scale)
+        self._n += 1
+        if self._norm_max:
+            new = self._decoded(self._n - 1, self._n).astype(np.float64)
+            self._norm_max = max(self._norm_max, float(np.sqrt((new * new).sum())))
+        idx = len(self._ids)
+        self._ids.append(entry_id)
+        self._pos[entry_id] = idx
+        if idx >= self._alive.shape[0]:
+            self._alive = np.concatenate([self._alive, np.zeros(idx // 8 + 16, dtype=bool)])
+        self._alive[idx] = True
+        self._scan([idx])
+
+    # ------------------------------------------------------------------ internals
+
+    def _live(self, entry_id: Hashable) -> int:
+        idx = self._pos.get(entry_id)
+        if idx is None or not self._alive[idx]:
+            raise KeyError(f"no live entry {entry_id!r} in the candidate pairs")
+        return idx
+
+    def _decoded(self, lo: int, hi: int) -> np.ndarray:
+        """float32 rows ``lo:hi``, decoded as the store decodes (int8 -> float32 exactly, then the scale)."""
+        blk = self._x[lo:hi]
+        if self._sc is None:
+            return blk
+        out = np.empty(blk.shape, dtype=np.float32)
+        np.copyto(out, blk, casting="unsafe")
+        out *= self._sc[lo:hi, None]
+        return out
+
+    def _rows(self, idxs: Sequence[int] | np.ndarray) -> np.ndarray:
+        sel = np.asarray(idxs, dtype=np.intp)
+        blk = self._x[sel]
+        if self._sc is None:
+            return blk
+        out = np.empty(blk.shape, dtype=np.float32)
+        np.copyto(out, blk, casting="unsafe")
+        out *= self._sc[sel, None]
+        return out
+
+    def _max_norm(self) -> float:
+        """The largest row norm so far (computed once, then kept up to date by :meth:`add`)."""
+        if self._norm_max == 0.0 and self._n:
+            for lo in range(0, self._n, _BLOCK_ROWS):
+                blk = self._decoded(lo, min(self._n, lo + _BLOCK_ROWS)).astype(np.float64)
+                self._norm_max = max(self._norm_max, float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
+        return self._norm_max
+
+    def _scan(self, rows: Sequence[int]) -> None:
+        """Queue the pairs of ``rows`` with each one's ``k`` nearest live partners (exact scores, BLAS screened)."""
+        if not rows:
+            return
+        q = self._rows(rows)
+        n = self._n
+        sims = np.empty((len(rows), n), dtype=np.float32)
+        for lo in range(0, n, _BLOCK_ROWS):
+            hi = min(n, lo + _BLOCK_ROWS)
+            sims[:, lo:hi] = q @ self._decoded(lo, hi).T
+        sims[:, ~self._alive[:n]] = -np.inf
+        sims[np.arange(len(rows)), rows] = -np.inf
+        # Any float32 summation order errs by at most d * u * |q| * |x|: every partner within twice
+        # that of the k-th is re-scored exactly, so the k nearest by exact score are always found.
+        qn = np.linalg.norm(q.astype(np.float64), axis=1)
+        xmax = self._max_norm()
+        for j, a in enumerate(rows):
+            row = sims[j]
+            live = int(np.isfinite(row).sum())
+            if live == 0:
+                continue
+            kk = min(self.k, live)
+            kth = np.partition(row, -kk)[-kk]
+            margin = 2.0 * self._d * _EPS32 * float(qn[j]) * xmax
+            cand = np.flatnonzero(row >= kth - 2.0 * margin)
+            if cand.size == 0:
+                continue
+            exact = pair_scores(np.repeat(q[j:j + 1], cand.size, axis=0), self._rows(cand))
+            # Best first; among equal scores the earlier partner.
+            order = np.lexsort((cand, -exact))[:kk]
+            for c, s in zip(cand[order], exact[order], strict=True):
+                lo, hi = (a, int(c)) if a < c else (int(c), a)
+                if (lo, hi) in self._judged or (lo, hi) in self._queued:
+                    continue
+                self._queued.add((lo, hi))
+                heapq.heappush(self._heap, (-float(s), lo, hi))
