@@ -4,21 +4,26 @@ The paper's order (:class:`~memrefine_edge.index.PairQueue`) proposes the most s
 whole store not yet judged, until the budget holds or none is left: on a store of distinct facts
 that judges every pair, so the work of a pass grows with the square of the store. A live store
 needs work proportional to what changed. :class:`LocalPairs` proposes only the pairs of a
-*changed* entry (new since the store's last pass, or written by a merge in this one) with its
-``k`` nearest live neighbours, most similar first, each pair once; pairs judged before (the
-store's preserved pairs) are never proposed again while both entries are unchanged. A pass then
-judges at most ``k`` pairs per changed entry, whatever the size of the store.
+*changed* entry (new since the store's last pass, or written by a merge in this one) with one of
+its ``k`` nearest live neighbours, most similar first, each pair once; pairs judged before (the
+store's preserved pairs) are never proposed again. A pass then judges about ``k`` pairs per changed
+entry (one more each time a neighbour of it leaves the store), whatever the size of the store.
+
+The candidates are a pure function of (the live entries in insertion order, their vectors, which
+of them are changed, the judged pairs): a changed entry's neighbours are its ``k`` nearest among
+the entries live *now* (when one leaves, the next comes in; when a closer one is added, it takes
+its place), so a queue rebuilt from the same state proposes the same pairs in the same order, and
+an interrupted run resumes exactly.
 
 Scores follow :class:`PairQueue`'s contract: a pair's score is :func:`pair_scores` of the two
 float32 rows (exact products, one fixed summation tree), so it does not depend on the block or
-side that computed it; BLAS only screens candidates, keeping every partner within its error margin
-of the k-th, which are then re-scored exactly. Among equal scores the earlier pair (by insertion
-order of its ends) comes first. The neighbours of an entry are fixed when it is scanned (at
-construction, or at :meth:`add`): an entry added later is not among an older entry's neighbours,
-but it scans its own, and a pair needs only one of its ends to be changed to be proposed.
+side that computed it; BLAS only screens candidates, keeping every partner within twice its error
+bound of the k-th, which are then re-scored exactly. Neighbours are ranked by (score, earlier
+partner first); among equal scores the earlier pair (by insertion order of its ends) pops first.
 
-Cost: a scan is one O(n·d) pass over the live rows (in blocks, int8 rows decoded a block at a
-time); the candidates are O(k) per changed entry; ``pop`` and ``remove`` are O(log n) and O(1).
+Cost: a scan of a row is one O(n·d) pass over the live rows (int8 rows decoded a block at a
+time), done for each changed entry once and again when one of its neighbours leaves or a closer
+entry arrives; ``pop`` is O(log n) amortised.
 """
 
 from __future__ import annotations
@@ -33,19 +38,20 @@ from ._similarity import pair_scores
 __all__ = ["LocalPairs"]
 
 _BLOCK_ROWS = 8192
-# The float32 BLAS error of a d-dimensional dot product of unit rows is at most d * 2**-24 (any order).
+_SCAN_ROWS = 64  # rows scanned together: a (64, n) float32 block of screening scores
+# A float32 dot product of d terms errs by at most d * 2**-24 * |a| * |b|, whatever the summation order.
 _EPS32 = 2.0**-24
 
 
 class LocalPairs:
-    """The most similar unjudged pair of a changed entry with one of its ``k`` nearest neighbours first.
+    """The most similar unjudged pair of a changed entry with one of its ``k`` nearest live neighbours.
 
     ``ids`` are distinct, in insertion order; ``vectors`` ``(len(ids), d)`` float rows, or the store's
     int8 codes with ``scales`` (row ``i`` is ``codes[i] * scales[i]`` in float32, as the store decodes
     it). ``changed`` names the entries whose neighbours are to be judged (unknown ids are ignored);
     ``excluded`` holds pairs judged before (ignored when they name an unknown id). The same interface
     as :class:`PairQueue` where a compression run uses it: :meth:`pop`, :meth:`remove`, :meth:`add`
-    (a new entry is changed: its neighbours become candidates), :meth:`exclude`, :attr:`quantized`.
+    (a new entry is changed), :meth:`exclude`, :attr:`quantized`, :meth:`candidates_left`.
 
     Errors: ``k < 1``, bad shapes or non-finite values -> ``ValueError``; an unknown or removed id ->
     ``KeyError``; an id used before -> ``ValueError``.
@@ -80,18 +86,20 @@ class LocalPairs:
         self._d = arr.shape[1]
         self._ids: list[Hashable] = list(ids)
         self._pos: dict[Hashable, int] = {e: i for i, e in enumerate(self._ids)}
-        self._alive = np.ones(len(ids), dtype=bool)
+        self._alive = np.ones(self._n, dtype=bool)
         self._judged: set[tuple[int, int]] = set()
         for a_id, b_id in excluded:
             ia, ib = self._pos.get(a_id), self._pos.get(b_id)
             if ia is not None and ib is not None and ia != ib:
                 self._judged.add((min(ia, ib), max(ia, ib)))
         self._heap: list[tuple[float, int, int]] = []
-        self._queued: set[tuple[int, int]] = set()
+        # A changed row's neighbours now: partner -> exact score, and the k-th (score, partner) key.
+        self._lists: dict[int, dict[int, float]] = {}
+        self._kth: dict[int, tuple[float, int]] = {}
+        self._listed_by: dict[int, set[int]] = {}  # partner -> the changed rows listing it
+        self._stale: set[int] = set()
         self._norm_max = 0.0
-        rows = sorted({self._pos[e] for e in changed if e in self._pos})
-        for start in range(0, len(rows), 64):  # 64 rows at a time: a (64, n) float32 block of scores
-            self._scan(rows[start:start + 64])
+        self._stale.update(self._pos[e] for e in changed if e in self._pos)
 
     # ------------------------------------------------------------------ the run's interface
 
@@ -104,7 +112,7 @@ class LocalPairs:
         return int(self._alive[: self._n].sum())
 
     def __contains__(self, entry_id: object) -> bool:
-        idx = self._pos.get(entry_id)
+        idx = self._pos.get(entry_id)  # type: ignore[call-overload]
         return idx is not None and bool(self._alive[idx])
 
     def pop(self) -> tuple[Hashable, Hashable, float] | None:
@@ -112,22 +120,16 @@ class LocalPairs:
 
         None when no candidate is left.
         """
-        while self._heap:
-            neg, a, b = heapq.heappop(self._heap)
-            if not (self._alive[a] and self._alive[b]) or (a, b) in self._judged:
-                continue
-            self._judged.add((a, b))
-            return self._ids[a], self._ids[b], -neg
-        return None
+        top = self._top()
+        if top is None:
+            return None
+        neg, a, b = heapq.heappop(self._heap)
+        self._judged.add((a, b))
+        return self._ids[a], self._ids[b], -neg
 
     def candidates_left(self) -> bool:
         """Whether :meth:`pop` would return a pair."""
-        while self._heap:
-            _, a, b = self._heap[0]
-            if self._alive[a] and self._alive[b] and (a, b) not in self._judged:
-                return True
-            heapq.heappop(self._heap)
-        return False
+        return self._top() is not None
 
     def exclude(self, a_id: Hashable, b_id: Hashable) -> None:
         """Mark a pair judged without popping it."""
@@ -137,11 +139,20 @@ class LocalPairs:
         self._judged.add((min(ia, ib), max(ia, ib)))
 
     def remove(self, entry_id: Hashable) -> None:
-        """Take a live entry, and all its pairs, out of the candidates."""
-        self._alive[self._live(entry_id)] = False
+        """Take a live entry, and all its pairs, out of the candidates; the changed entries that listed it
+        take their next nearest neighbour instead."""
+        idx = self._live(entry_id)
+        self._alive[idx] = False
+        self._stale.discard(idx)
+        for p in self._lists.pop(idx, {}):
+            self._listed_by.get(p, set()).discard(idx)
+        self._kth.pop(idx, None)
+        for row in self._listed_by.pop(idx, set()):
+            self._stale.add(row)
 
     def add(self, entry_id: Hashable, vector: np.ndarray, scale: float | None = None) -> None:
-        """A new live entry (a merged one): its pairs with its ``k`` nearest live neighbours become candidates."""
+        """A new live entry (a merged one), changed: its pairs with its ``k`` nearest live neighbours become
+        candidates, and it takes the place of a farther neighbour of any changed entry it is nearer to."""
         if entry_id in self._pos:
             raise ValueError(f"duplicate id {entry_id!r} (ids are never reused, even after remove)")
         if (scale is None) == self._quantized:
@@ -166,20 +177,28 @@ class LocalPairs:
                 sc = np.zeros(cap, dtype=np.float32)
                 sc[: self._n] = self._sc[: self._n]
                 self._sc = sc
-        self._x[self._n] = row[0]
+            self._alive = np.concatenate([self._alive, np.zeros(cap - self._alive.shape[0], dtype=bool)])
+        idx = self._n
+        self._x[idx] = row[0]
         if self._sc is not None:
-            self._sc[self._n] = np.float32(scale)
+            self._sc[idx] = np.float32(scale)
         self._n += 1
-        if self._norm_max:
-            new = self._decoded(self._n - 1, self._n).astype(np.float64)
-            self._norm_max = max(self._norm_max, float(np.sqrt((new * new).sum())))
-        idx = len(self._ids)
+        self._alive[idx] = True
         self._ids.append(entry_id)
         self._pos[entry_id] = idx
-        if idx >= self._alive.shape[0]:
-            self._alive = np.concatenate([self._alive, np.zeros(idx // 8 + 16, dtype=bool)])
-        self._alive[idx] = True
-        self._scan([idx])
+        new = self._rows([idx])
+        if self._norm_max:
+            self._norm_max = max(self._norm_max, float(np.linalg.norm(new[0].astype(np.float64))))
+        # The changed rows it may be nearer to than their k-th neighbour take it in at their rescan.
+        full = [r for r in self._lists if len(self._lists[r]) >= self.k]
+        if full:
+            rows = np.array(full, dtype=np.intp)
+            blas = self._rows(rows) @ new[0]
+            margin = 2.0 * self._d * _EPS32 * self._max_norm() ** 2
+            kth = np.array([self._kth[r][0] for r in full])
+            self._stale.update(int(r) for r in rows[blas >= kth - 2.0 * margin])
+        self._stale.update(r for r in self._lists if len(self._lists[r]) < self.k)
+        self._stale.add(idx)
 
     # ------------------------------------------------------------------ internals
 
@@ -188,6 +207,25 @@ class LocalPairs:
         if idx is None or not self._alive[idx]:
             raise KeyError(f"no live entry {entry_id!r} in the candidate pairs")
         return idx
+
+    def _top(self) -> tuple[float, int, int] | None:
+        """The best valid heap item (stale rows rescanned first), left on the heap; None if none."""
+        if self._stale:
+            rows = sorted(self._stale)
+            self._stale.clear()
+            for start in range(0, len(rows), _SCAN_ROWS):
+                self._scan(rows[start:start + _SCAN_ROWS])
+        while self._heap:
+            _, a, b = self._heap[0]
+            if self._valid(a, b):
+                return self._heap[0]
+            heapq.heappop(self._heap)
+        return None
+
+    def _valid(self, a: int, b: int) -> bool:
+        if not (self._alive[a] and self._alive[b]) or (a, b) in self._judged:
+            return False
+        return b in self._lists.get(a, ()) or a in self._lists.get(b, ())
 
     def _decoded(self, lo: int, hi: int) -> np.ndarray:
         """float32 rows ``lo:hi``, decoded as the store decodes (int8 -> float32 exactly, then the scale)."""
@@ -218,7 +256,9 @@ class LocalPairs:
         return self._norm_max
 
     def _scan(self, rows: Sequence[int]) -> None:
-        """Queue the pairs of ``rows`` with each one's ``k`` nearest live partners (exact scores, BLAS screened)."""
+        """Set each row's neighbours to its ``k`` nearest live partners now (exact keys, BLAS screened) and
+        queue the pairs new to its list."""
+        rows = [r for r in rows if self._alive[r]]
         if not rows:
             return
         q = self._rows(rows)
@@ -229,11 +269,12 @@ class LocalPairs:
             sims[:, lo:hi] = q @ self._decoded(lo, hi).T
         sims[:, ~self._alive[:n]] = -np.inf
         sims[np.arange(len(rows)), rows] = -np.inf
-        # Any float32 summation order errs by at most d * u * |q| * |x|: every partner within twice
-        # that of the k-th is re-scored exactly, so the k nearest by exact score are always found.
         qn = np.linalg.norm(q.astype(np.float64), axis=1)
         xmax = self._max_norm()
         for j, a in enumerate(rows):
+            for p in self._lists.pop(a, {}):
+                self._listed_by.get(p, set()).discard(a)
+            self._kth.pop(a, None)
             row = sims[j]
             live = int(np.isfinite(row).sum())
             if live == 0:
@@ -242,14 +283,14 @@ class LocalPairs:
             kth = np.partition(row, -kk)[-kk]
             margin = 2.0 * self._d * _EPS32 * float(qn[j]) * xmax
             cand = np.flatnonzero(row >= kth - 2.0 * margin)
-            if cand.size == 0:
-                continue
             exact = pair_scores(np.repeat(q[j:j + 1], cand.size, axis=0), self._rows(cand))
-            # Best first; among equal scores the earlier partner.
-            order = np.lexsort((cand, -exact))[:kk]
-            for c, s in zip(cand[order], exact[order], strict=True):
-                lo, hi = (a, int(c)) if a < c else (int(c), a)
-                if (lo, hi) in self._judged or (lo, hi) in self._queued:
-                    continue
-                self._queued.add((lo, hi))
-                heapq.heappush(self._heap, (-float(s), lo, hi))
+            order = np.lexsort((cand, -exact))[:kk]  # best first; among equal scores the earlier partner
+            chosen = {int(c): float(s) for c, s in zip(cand[order], exact[order], strict=True)}
+            self._lists[a] = chosen
+            last = int(cand[order[-1]])
+            self._kth[a] = (chosen[last], last)
+            for c, s in chosen.items():
+                self._listed_by.setdefault(c, set()).add(a)
+                lo, hi = (a, c) if a < c else (c, a)
+                if (lo, hi) not in self._judged:
+                    heapq.heappush(self._heap, (-s, lo, hi))

@@ -72,28 +72,62 @@ def test_property_matches_naive_on_int8_codes(n, k, seed, share):
     assert got == reference(ids, rows, changed, k)
 
 
-def test_adds_are_changed_removals_drop_their_pairs_and_nothing_comes_twice():
+def test_adds_are_changed_and_removals_bring_the_next_neighbour():
     x = make_data("gauss", 30, 12, seed=3)
     ids = [f"e{i}" for i in range(30)]
     q = LocalPairs(ids[:25], x[:25], k=3, changed=[])
     assert q.pop() is None  # nothing changed: no work, whatever the store's size
     for i in range(25, 30):
         q.add(ids[i], x[i])
-    q.remove("e27")
     first = q.pop()
-    assert first is not None and "e27" not in first[:2]
+    q.remove("e27")
     got = [first, *drain(q)]
-    # Each newcomer's neighbours are the k nearest of the entries live when it came (later ones
-    # scan their own); pairs with an entry removed since are skipped.
     x32 = x.astype(np.float32)
-    want = set()
-    for i in range(25, 30):
-        seen = ids[: i + 1]
-        want |= {(a, b) for a, b, _ in reference(seen, x32[: i + 1], [ids[i]], 3)}
-    want = {p for p in want if "e27" not in p}
-    assert {(a, b) for a, b, _ in got} == want
-    assert [s for _, _, s in got] == sorted((s for _, _, s in got), reverse=True)
-    assert q.pop() is None
+    # the first pop is the best pair of the full state; the rest is the naive answer for the state after it
+    assert first == reference(ids, x32, ids[25:], 3)[0]
+    judged = [first[:2]]
+    assert got[1:] == reference(ids, x32, [e for e in ids[25:] if e != "e27"], 3, judged, dead={"e27"})
+
+
+def _state_rebuild(ids, x, alive, changed, judged, k):
+    live = [i for i in range(len(ids)) if alive[i]]
+    return LocalPairs([ids[i] for i in live], x[live], k=k, changed=[ids[i] for i in live if i in changed],
+                      excluded=judged)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 100_000), k=st.integers(1, 4), ops=st.lists(st.sampled_from("prax"), max_size=25))
+def test_a_queue_rebuilt_from_its_state_continues_identically(seed, k, ops):
+    rng = np.random.default_rng(seed)
+    n0, extra = 16, 10
+    x = make_data("dups" if seed % 2 else "gauss", n0 + extra, 6, seed=seed % 1000).astype(np.float32)
+    ids = [f"e{i}" for i in range(n0 + extra)]
+    alive = [True] * n0 + [False] * extra
+    changed = {int(i) for i in rng.choice(n0, size=5, replace=False)}
+    q = LocalPairs(ids[:n0], x[:n0], k=k, changed=[ids[i] for i in changed])
+    judged: list[tuple[str, str]] = []
+    nxt = n0
+    for op in ops:
+        live = [i for i in range(nxt) if alive[i]]
+        if op == "p":
+            p = q.pop()
+            if p is not None:
+                judged.append(p[:2])
+        elif op == "r" and len(live) > 2:
+            i = int(rng.choice(live))
+            q.remove(ids[i])
+            alive[i] = False
+        elif op == "a" and nxt < n0 + extra:
+            q.add(ids[nxt], x[nxt])
+            alive[nxt] = True
+            changed.add(nxt)
+            nxt += 1
+        elif op == "x" and len(live) > 1:
+            a, b = (int(v) for v in rng.choice(live, size=2, replace=False))
+            q.exclude(ids[a], ids[b])
+            judged.append((ids[a], ids[b]))
+    rebuilt = _state_rebuild(ids[:nxt], x[:nxt], alive[:nxt], changed, judged, k)
+    assert drain(q) == drain(rebuilt)
 
 
 def test_bad_input_is_refused():
