@@ -112,7 +112,7 @@ class LocalPairs:
         return int(self._alive[: self._n].sum())
 
     def __contains__(self, entry_id: object) -> bool:
-        idx = self._pos.get(entry_id)  # type: ignore[call-overload]
+        idx = self._pos.get(entry_id)
         return idx is not None and bool(self._alive[idx])
 
     def pop(self) -> tuple[Hashable, Hashable, float] | None:
