@@ -19,6 +19,7 @@ from ._entry import (
 )
 from ._errors import (
     BudgetError,
+    ChangeSetError,
     ConfigurationError,
     DuplicateIdError,
     EntryNotFoundError,
@@ -32,6 +33,7 @@ from ._errors import (
     LaterRunError,
     MemRefineError,
     MergeOutputError,
+    MethodOptionError,
     MissingExtraError,
     ModelChecksumError,
     ModelError,
@@ -39,6 +41,7 @@ from ._errors import (
     ModelNotFoundError,
     NotAStoreError,
     OptionConflictError,
+    PluginError,
     ResumeError,
     RuleOptionError,
     RunAlreadyUndoneError,
@@ -63,13 +66,13 @@ from ._memory import pin_mmap_threshold, release_free_memory
 from ._report import CompressionReport, Progress
 
 __all__ = [
-    "ACTIONS", "Action", "BudgetError", "CompressionReport", "ConfigurationError", "Decision",
+    "ACTIONS", "Action", "BudgetError", "ChangeSetError", "CompressionReport", "ConfigurationError", "Decision",
     "DuplicateIdError", "Entry", "EntryNotFoundError", "EvalError", "ExportError", "HistoryPurgedError",
     "ImportFormatError", "InvalidEntryError", "JournalConflictError", "JudgeOutputError", "LaterRunError",
     "MAX_CONTENT_CHARS", "MAX_ID_CHARS", "MAX_METADATA_DEPTH", "MemRefineError", "MergeOutputError",
-    "MissingExtraError", "ModelChecksumError", "ModelError", "ModelLoadError", "ModelNotFoundError",
-    "NotAStoreError", "OptionConflictError", "Progress", "ResumeError", "RuleOptionError",
-    "RunAlreadyUndoneError", "RunInterruptedError", "RunLockedError", "RunNotFoundError", "SOURCES",
+    "MethodOptionError", "MissingExtraError", "ModelChecksumError", "ModelError", "ModelLoadError",
+    "ModelNotFoundError", "NotAStoreError", "OptionConflictError", "PluginError", "Progress", "ResumeError",
+    "RuleOptionError", "RunAlreadyUndoneError", "RunInterruptedError", "RunLockedError", "RunNotFoundError", "SOURCES",
     "SchemaError", "Source", "StoreBusyError", "StoreError", "StoreExistsError", "StoreFullError",
     "StoreIOError", "StoreNotFoundError", "StorePathError", "StoreReadOnlyError", "StoreReplacedError",
     "Target", "UndoConflictError", "UndoRefusedError", "UnknownMethodError", "content_hash", "is_lookup_key",

@@ -27,11 +27,13 @@ wrong and, where there is one, how to fix it. The whole tree::
     │   └── JournalConflictError
     ├── ImportFormatError (also ValueError)
     ├── ExportError
+    ├── ChangeSetError (also ValueError)
     ├── ConfigurationError (also ValueError)
     │   ├── UnknownMethodError
     │   ├── OptionConflictError
     │   ├── BudgetError
-    │   └── RuleOptionError
+    │   ├── MethodOptionError (also named RuleOptionError)
+    │   └── PluginError
     ├── RunLockedError
     ├── RunInterruptedError
     ├── ResumeError
@@ -81,8 +83,11 @@ __all__ = [
     "InvalidEntryError",
     "ImportFormatError",
     "ExportError",
+    "ChangeSetError",
     "BudgetError",
     "RuleOptionError",
+    "MethodOptionError",
+    "PluginError",
     "RunLockedError",
     "RunInterruptedError",
     "RunNotFoundError",
@@ -228,6 +233,15 @@ class ExportError(MemRefineError):
     """An export that cannot be written (missing folder, no permission, disk full)."""
 
 
+class ChangeSetError(MemRefineError, ValueError):
+    """A change set that cannot be described or applied; nothing was applied.
+
+    Runs that are not consecutive, a run whose undo history was purged, a file
+    that is not a change set, or one that matches nothing in the store it is
+    applied to (made for another store, or applied already).
+    """
+
+
 # --- compression --------------------------------------------------------------
 
 
@@ -247,8 +261,16 @@ class BudgetError(ConfigurationError):
     """A budget that is malformed or cannot be reached by any compression."""
 
 
-class RuleOptionError(ConfigurationError):
-    """An invalid option for a rule method (e.g. ``tau`` outside [-1, 1])."""
+class MethodOptionError(ConfigurationError):
+    """A value a method's declared option does not take (``tau`` outside [-1, 1], a word where a number goes)."""
+
+
+#: The earlier name of :class:`MethodOptionError` (the rule methods' option errors), kept as an alias.
+RuleOptionError = MethodOptionError
+
+
+class PluginError(ConfigurationError):
+    """A method plugin (an entry point in the ``memrefine_edge.methods`` group) that cannot be loaded."""
 
 
 class RunLockedError(MemRefineError):
