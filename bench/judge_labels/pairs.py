@@ -123,12 +123,42 @@ def show(dest: Path) -> None:
     print(f"wrote {len(rows)} pairs with text to {dest} (LoCoMo text: never commit it)")
 
 
+def _accepts(label: dict, action: str) -> bool:
+    """Whether ``label`` accepts ``action`` (an ideal action of another labelling): a one-side delete
+    is accepted by an accepted ``delete_any``; ``delete_any`` (either side may go) only when both
+    deletes are."""
+    ok = label["acceptable"]
+    if action == "delete_any":
+        return "delete_any" in ok or {"delete_a", "delete_b"} <= set(ok)
+    return action in ok or (action.startswith("delete") and "delete_any" in ok)
+
+
+def agreement(la: dict[str, dict], lb: dict[str, dict], ids: list[str]) -> dict:
+    """Agreement of two labellings on ``ids``: the ideal action; the ideal with the three deletes as one
+    action; the first labelling's ideal acceptable to the second (and the other way round)."""
+    n = len(ids)
+    coarse = lambda x: "delete" if x.startswith("delete") else x  # noqa: E731
+    same = sum(la[i]["ideal"] == lb[i]["ideal"] for i in ids)
+    deletes = sum(coarse(la[i]["ideal"]) == coarse(lb[i]["ideal"]) for i in ids)
+    a_ok = sum(_accepts(lb[i], la[i]["ideal"]) for i in ids)
+    b_ok = sum(_accepts(la[i], lb[i]["ideal"]) for i in ids)
+    share = lambda k: round(k / max(1, n), 4)  # noqa: E731
+    return {"pairs": n, "ideal": same, "ideal_rate": share(same), "deletes_as_one": deletes,
+            "deletes_as_one_rate": share(deletes), "a_ideal_acceptable_to_b": a_ok,
+            "a_ideal_acceptable_to_b_rate": share(a_ok), "b_ideal_acceptable_to_a": b_ok,
+            "b_ideal_acceptable_to_a_rate": share(b_ok)}
+
+
 def agree(path_a: Path, path_b: Path) -> None:
     la = {r["id"]: r for r in map(json.loads, path_a.read_text().splitlines())}
     lb = {r["id"]: r for r in map(json.loads, path_b.read_text().splitlines())}
     both = sorted(set(la) & set(lb))
-    same = sum(la[i]["ideal"] == lb[i]["ideal"] for i in both)
-    print(f"{len(both)} pairs labelled twice; ideal action agrees on {same} ({same / max(1, len(both)):.1%})")
+    g = agreement(la, lb, both)
+    print(f"{len(both)} pairs labelled twice; ideal action agrees on {g['ideal']} ({g['ideal_rate']:.1%}); "
+          f"{g['deletes_as_one']} ({g['deletes_as_one_rate']:.1%}) with the three deletes as one action; "
+          f"the first labelling's ideal is acceptable to the second on {g['a_ideal_acceptable_to_b']} "
+          f"({g['a_ideal_acceptable_to_b_rate']:.1%}), the second's to the first on {g['b_ideal_acceptable_to_a']} "
+          f"({g['b_ideal_acceptable_to_a_rate']:.1%})")
 
 
 def final() -> None:
