@@ -32,7 +32,8 @@ wrong and, where there is one, how to fix it. The whole tree::
     │   ├── UnknownMethodError
     │   ├── OptionConflictError
     │   ├── BudgetError
-    │   └── RuleOptionError
+    │   ├── MethodOptionError (also named RuleOptionError)
+    │   └── PluginError
     ├── RunLockedError
     ├── RunInterruptedError
     ├── ResumeError
@@ -85,6 +86,8 @@ __all__ = [
     "ChangeSetError",
     "BudgetError",
     "RuleOptionError",
+    "MethodOptionError",
+    "PluginError",
     "RunLockedError",
     "RunInterruptedError",
     "RunNotFoundError",
@@ -258,8 +261,16 @@ class BudgetError(ConfigurationError):
     """A budget that is malformed or cannot be reached by any compression."""
 
 
-class RuleOptionError(ConfigurationError):
-    """An invalid option for a rule method (e.g. ``tau`` outside [-1, 1])."""
+class MethodOptionError(ConfigurationError):
+    """A value a method's declared option does not take (``tau`` outside [-1, 1], a word where a number goes)."""
+
+
+#: The earlier name of :class:`MethodOptionError` (the rule methods' option errors), kept as an alias.
+RuleOptionError = MethodOptionError
+
+
+class PluginError(ConfigurationError):
+    """A method plugin (an entry point in the ``memrefine_edge.methods`` group) that cannot be loaded."""
 
 
 class RunLockedError(MemRefineError):
