@@ -8,21 +8,26 @@ rule baselines of :mod:`memrefine_edge.methods._rules`; the journal records it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-__all__ = ["Action", "Target", "Source", "Decision", "ACTIONS", "SOURCES"]
+__all__ = ["Action", "AuditAction", "Target", "Source", "Decision", "ACTIONS", "AUDIT_ACTIONS", "SOURCES"]
 
 #: What happens to the pair.
 Action = Literal["delete", "merge", "preserve"]
+#: What the audit log records for a step of a run: a pair's decision, or (strict mode) one entry evicted.
+AuditAction = Literal[Action, "evict"]
 #: Which entry a delete removes.
 Target = Literal["a", "b"]
 #: Who decided: a deterministic rule, the model, the fact guard, the learned redundancy scorer, the
 #: safe fallback after invalid output, or the last-copy check (``deferred``: a preserve of a pair whose
 #: delete would take the store's last copy of a specific word; the delete is taken later only if the
-#: budget cannot be met otherwise, see :mod:`memrefine_edge.text._lastcopy`).
-Source = Literal["rule", "llm", "guard", "scorer", "fallback", "deferred"]
-ACTIONS: tuple[str, ...] = ("delete", "merge", "preserve")
-SOURCES: tuple[str, ...] = ("rule", "llm", "guard", "scorer", "fallback", "deferred")
+#: budget cannot be met otherwise, see :mod:`memrefine_edge.text._lastcopy`); ``evict``: a strict-mode
+#: eviction, which the run itself decides.
+Source = Literal["rule", "llm", "guard", "scorer", "fallback", "deferred", "evict"]
+#: The values of :data:`Action`, :data:`AuditAction` and :data:`Source` (read from the types: one source of truth).
+ACTIONS: tuple[str, ...] = get_args(Action)
+AUDIT_ACTIONS: tuple[str, ...] = get_args(AuditAction)
+SOURCES: tuple[str, ...] = get_args(Source)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._types import StopReason
+
 __all__ = ["CompressionReport", "Progress"]
 
 
@@ -50,6 +52,11 @@ class CompressionReport:
     #: Deferred deletes the run took to meet its budget (also in ``actions`` and ``sources``; the pairs
     #: deferred are the preserves of source ``deferred``).
     deferred_taken: int = 0
+
+    @property
+    def stop(self) -> StopReason:
+        """Why the run ended, as a :class:`StopReason` (``stop_reason`` is its text)."""
+        return StopReason.of(self.stop_reason)
 
     @property
     def realized_ratio(self) -> float:

@@ -20,13 +20,14 @@ import sqlite3
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from memrefine_edge.core import Entry, json_size
+from memrefine_edge.core import Entry, Metric, json_size
 
 from ._schema import MIGRATIONS, entry_row_bytes, link_row_bytes, split_sql
 
 __all__ = ["METRICS", "StoreStats", "SizesMixin"]
 
-METRICS = ("json", "disk")
+#: The size metrics, by name (:class:`~memrefine_edge.core.Metric`).
+METRICS: tuple[str, ...] = tuple(m.value for m in Metric)
 _MEMORY_TABLES = ("entries", "links", "links_dst", "sqlite_autoindex_entries_1", "entries_json_bytes")
 _HISTORY_TABLES = ("removals",)  # the undo history (migration 0007): one table, no index of its own
 #: The running disk estimate of one entry row and one link row (the definition migration 0005's triggers use).
