@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ._app import cli, emit, json_option, log
+from ._app import cli, current_backends, emit, json_option, log
 
 __all__ = ["eval_group", "eval_locomo"]
 
@@ -80,15 +80,28 @@ def eval_group() -> None:
 @click.option("--threads", type=click.IntRange(1, 64), default=1, show_default=True,
               help="CPU threads for the encoder and the LLMs.")
 @click.option("--keep-stores", is_flag=True, help="Keep the compressed store copies in OUT/work.")
+@click.option("--stream", is_flag=True,
+              help="Streaming evaluation: replay each conversation session by session into a store held by Upkeep "
+                   "at each budget (default budgets 0.5,0.3), against fifo, random and one compression at the end.")
+@click.option("--max-seconds", type=float, default=None,
+              help="With --stream: stop a conversation's upkeep replay after this many seconds (recorded as not "
+                   "finished).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output folder: results.json, report.md, utility_vs_budget.png, cache/.")
 @json_option
-def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, context_bytes, qa_limit, no_qa, answer_model,
-                judge_model,
-                merge_min_similarity, merger, chain, metric, mode, seed, threads, keep_stores, out, as_json) -> None:
+@click.pass_context
+def eval_locomo(ctx, data, samples, store_kind, text_dir, methods, budgets, context_bytes, qa_limit, no_qa,
+                answer_model, judge_model, merge_min_similarity, merger, chain, metric, mode, seed, threads,
+                keep_stores, stream, max_seconds, out, as_json) -> None:
     """Storage against utility on LoCoMo: answer and evidence recall within a context of C bytes, answer presence,
-    evidence recall@10 and QA F1/EM, per method and budget."""
+    evidence recall@10 and QA F1/EM, per method and budget; or, with --stream, a store kept by Upkeep."""
     from memrefine_edge.eval import EvalConfig, run_eval
+
+    if stream or max_seconds is not None:
+        _stream(ctx, data=data, samples=samples, store_kind=store_kind, text_dir=text_dir, budgets=budgets,
+                context_bytes=context_bytes, judge_model=judge_model, mode=mode, seed=seed, threads=threads,
+                max_seconds=max_seconds, out=out, as_json=as_json)
+        return
 
     config = EvalConfig(
         data=data, out=out, samples=_csv(samples), store=store_kind, methods=_csv(methods) or (),
@@ -111,6 +124,46 @@ def eval_locomo(data, samples, store_kind, text_dir, methods, budgets, context_b
         if base.get(key) is not None:
             lines.append(f"  {name:10} answer recall@{c0} base {base[key]:.3f} {cells}")
     emit(data_out, as_json, "\n".join(lines))
+
+
+#: One-shot options a streaming evaluation has no use for (given with --stream: a usage error).
+_NOT_STREAMED = ("methods", "qa_limit", "answer_model", "merge_min_similarity", "merger", "chain", "metric",
+                 "keep_stores")
+
+
+def _stream(ctx: click.Context, *, data, samples, store_kind, text_dir, budgets, context_bytes, judge_model, mode,
+            seed, threads, max_seconds, out, as_json) -> None:
+    """``eval locomo --stream``: the streaming evaluation (memrefine_edge.eval.run_stream)."""
+    from click.core import ParameterSource
+
+    from memrefine_edge.core import OptionConflictError
+    from memrefine_edge.eval import StreamConfig, run_stream
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+
+    if not ctx.params["stream"]:
+        raise OptionConflictError("--max-seconds applies to --stream")
+    for name in _NOT_STREAMED:
+        if given(name):
+            raise OptionConflictError(f"--{name.replace('_', '-')} does not apply to --stream")
+    config = StreamConfig(
+        data=data, out=out, samples=_csv(samples), store=store_kind, text_dir=text_dir,
+        budgets=_budgets(budgets) if given("budgets") else StreamConfig.budgets,
+        context_bytes=_sizes(context_bytes), judge_model=judge_model, mode=mode if given("mode") else None,
+        seed=seed, threads=threads, max_seconds=max_seconds,
+        command="memrefine " + " ".join(shlex.quote(_shown(a)) for a in sys.argv[1:]),
+    )
+    results = run_stream(config, backends=current_backends(), log=log)
+    c0 = config.context_bytes[0]
+    key = f"answer_recall@{c0}"
+    lines = [f"wrote {out / 'results.json'} and {out / 'report.md'} in {results['elapsed_s']:.0f} s"]
+    for budget, cell in results["summary"]["budgets"].items():
+        cells = " ".join(f"{m}:{p[key]:.3f}" for m, p in cell["methods"].items() if p.get(key) is not None)
+        lines.append(f"  budget {budget}: upkeep finished {cell['upkeep_finished']}/{cell['conversations']}, "
+                     f"answer recall@{c0} {cells}")
+    emit({"out": str(out), "elapsed_s": results["elapsed_s"], "summary": results["summary"]}, as_json,
+         "\n".join(lines))
 
 
 def _shown(arg: str) -> str:
