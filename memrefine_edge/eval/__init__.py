@@ -8,9 +8,9 @@ reimplementation of the official LoCoMo scorer (checked against its vectors).
 from __future__ import annotations
 
 from ._harness import EvalConfig, run_eval
-from ._replay import FloorKeeper, NoKeeper, ReplayStats, UpkeepKeeper, passes_summary, percentile, replay
+from ._replay import UpkeepKeeper, passes_summary, percentile, replay
 from ._report import portable
 from ._stream import STREAM_METHODS, StreamConfig, run_stream
 
-__all__ = ['EvalConfig', 'FloorKeeper', 'NoKeeper', 'ReplayStats', 'STREAM_METHODS', 'StreamConfig',
-           'UpkeepKeeper', 'passes_summary', 'percentile', 'portable', 'replay', 'run_eval', 'run_stream']
+__all__ = ['EvalConfig', 'STREAM_METHODS', 'StreamConfig', 'UpkeepKeeper', 'passes_summary', 'percentile', 'portable',
+           'replay', 'run_eval', 'run_stream']
