@@ -573,6 +573,28 @@ class RunJournal:
         self._store.vacuum()
         return n
 
+    # --- reading the undo history (change sets) --------------------------------
+
+    def removed_entries(self, run_id: str, step: int) -> list[tuple[Entry, int, list[tuple[str, str, int]]]]:
+        """What one step of ``run_id`` removed, as the undo history keeps it, in the step's order.
+
+        Each item: the entry (its ``links`` left empty), its insertion number, and the links removed
+        with it (``src, dst, ord``). Empty for a step that removed nothing, a run undone, or a run
+        whose history was purged (:meth:`history_purged`). Reads only.
+        """
+        out = []
+        for row, links in self._removed(self._run_num(run_id), step):
+            seq, entry_id, content, keywords, timestamps, metadata, provenance = row[:7]
+            entry = Entry(id=entry_id, content=content, keywords=tuple(json.loads(keywords)),
+                          timestamps=tuple(json.loads(timestamps)), metadata=json.loads(metadata),
+                          provenance=tuple(json.loads(provenance)))
+            out.append((entry, int(seq), links))
+        return out
+
+    def history_purged(self, run_id: str) -> bool:
+        """Whether ``purge-history`` dropped what ``run_id`` removed (:class:`RunNotFoundError` if unknown)."""
+        return self._store.get_meta(f"purged:{self.run(run_id).run_id}") is not None
+
 
 #: The undo history's key (migration 0007): runs.num * _RUN_SPAN + step * _STEP_SLOTS + the entry's place in the step.
 _RUN_SPAN = 1 << 32
