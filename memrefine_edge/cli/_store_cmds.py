@@ -14,6 +14,8 @@ from pathlib import Path
 
 import click
 
+from memrefine_edge.store import EXPORT_FORMATS
+
 from ._app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db, store_settings
 
 __all__ = ["import_cmd", "export_cmd", "stats_cmd", "search_cmd", "upgrade_cmd"]
@@ -105,24 +107,45 @@ def import_cmd(
 
 
 @cli.command("export")
-@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="jsonl", show_default=True,
+              help="Output format: the format `import` reads back.")
 @click.argument("output", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default="-")
 @db_option
 @json_option
 def export_cmd(fmt: str, output: Path, db_path: Path | None, as_json: bool) -> None:
-    """Write every entry to OUTPUT (default stdout) as JSON lines, re-importable losslessly."""
-    from memrefine_edge.store import export_jsonl
+    """Write every entry to OUTPUT (default stdout) in FORMAT, under the ids you imported.
+
+    Each format is the one `memrefine import --format FORMAT` reads: `mem0` a
+    get_all() result, `amem` A-MEM notes ({id: note}), `text` one paragraph per
+    entry. Ids, metadata, hashes and timestamps stay as imported where the
+    format has a place for them. A merged entry is written under the id of its
+    first source (the earlier entry of the pair; for a merge of merges, the id
+    imported), whose metadata and first timestamp it keeps: the store it goes
+    back to updates that memory and deletes the other (see `memrefine changes`).
+    What each format cannot hold is dropped:
+
+    \b
+    jsonl  nothing
+    mem0   links, provenance, timestamps between the first and the last
+           (a merged memory's hash is recomputed from its text, as mem0 does)
+    amem   provenance, timestamps after the first, metadata other than
+           A-MEM's fields, empty values
+    text   ids (re-import numbers the paragraphs), keywords, links,
+           timestamps, metadata, provenance (blank lines inside an entry
+           become line breaks)
+    """
+    from memrefine_edge.store import export_file
 
     to_stdout = str(output) == "-"
     if to_stdout and as_json:
         raise click.UsageError("--json needs an OUTPUT file: stdout already carries the export")
     with open_store(db_path, read_only=True) as store:
-        count = export_jsonl(store, sys.stdout if to_stdout else output)
+        count = export_file(store, sys.stdout if to_stdout else output, format=fmt)
     if to_stdout:
-        log(f"exported {count} entries")
+        log(f"exported {count} entries ({fmt})")
     else:
         data = {"exported": count, "output": str(output), "format": fmt}
-        emit(data, as_json, f"exported {count} entries to {output}")
+        emit(data, as_json, f"exported {count} entries to {output} ({fmt})")
 
 
 @cli.command("stats")

@@ -232,13 +232,13 @@ def _round(v: float | None, digits: int = 3) -> float | None:
 
 def replay(store: MemoryStore, batches: Iterable[Sequence[Entry]], keeper: Keeper, *, high_bytes: int,
            metric: str = "json", deadline: float | None = None,
-           after_add: Callable[[int], None] | None = None) -> ReplayStats:
+           after_add: Callable[[ReplayStats], None] | None = None) -> ReplayStats:
     """Add ``batches`` of entries one at a time with ``keeper`` installed; the caller's view of it.
 
     ``deadline`` (a :func:`time.perf_counter` value) stops the replay between two adds once passed:
     the stats then say ``finished=False``. Links to entries no longer in the store are dropped (an
-    assistant links to what it still has). ``after_add(i)`` runs after the ``i``-th add's measurements
-    (the benchmark interleaves searches there).
+    assistant links to what it still has). ``after_add(stats)`` runs after each add's measurements, with
+    the stats so far (the benchmark interleaves searches there and writes its progress).
     """
     stats = ReplayStats(high_bytes=high_bytes)
     started = time.perf_counter()
@@ -261,7 +261,7 @@ def replay(store: MemoryStore, batches: Iterable[Sequence[Entry]], keeper: Keepe
                     stats.added_per_pass.extend([since_pass] + [0] * (n - seen_passes - 1))
                     seen_passes, since_pass = n, 0
                 if after_add is not None:
-                    after_add(stats.adds)
+                    after_add(stats)
             keeper.settle()
             stats.over_at_idle.append(max(0, store.running_size(metric) - high_bytes) / high_bytes)
             n = len(keeper.passes())

@@ -5,7 +5,9 @@ sizes (both size metrics), vectors (embeddings, search), maintenance (long write
 pragmas), commits (group commits), refusals (typed errors for a write the system refuses),
 files (what a store file is), schema (the named, append-only migrations), journal (runs,
 decisions, preserved pairs and the undo history), lock (the run lock), budget (the standing
-budget and how budgets are read) and formats (import and export).
+budget and how budgets are read), formats (import, and the JSON-lines export), export (every
+import format, under the ids the user imported) and changes (what runs did, as operations any
+memory store can apply).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ._budget import (
     set_budget,
 )
 from ._core import MemoryStore
+from ._export import EXPORT_DROPPED, EXPORT_FORMATS, UserIds, export_file, user_ids
 from ._files import APPLICATION_ID, check_path_kind, check_store_file, copy_store, create_store_file
 from ._formats import FORMATS, ImportReport, export_jsonl, import_file, json_lines, load_sample, parse_file, sample_path
 from ._journal import DecisionRecord, RunInfo, RunJournal
@@ -35,4 +38,5 @@ __all__ = [
     "check_store_file", "clear_budget", "copy_store", "create_store_file", "export_jsonl", "get_budget",
     "import_file", "json_lines", "load_sample", "parse_budget", "parse_file", "parse_ratio", "parse_size",
     "quantize_embedding", "resolve_target", "sample_path", "set_budget", "stored_embedding_bytes",
+    "EXPORT_DROPPED", "EXPORT_FORMATS", "UserIds", "export_file", "user_ids",
 ]

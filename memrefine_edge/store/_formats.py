@@ -1,4 +1,7 @@
-"""Importers and exporters: memory stores in other formats in, JSON lines out.
+"""Importers, and the JSON-lines exporter: memory stores in other formats in.
+
+Export in every format below but the LoCoMo ones, under the ids the user imported, is
+:func:`~memrefine_edge.store._export.export_file`.
 
 Every importer parses the whole file into :class:`~memrefine_edge.core.Entry`
 objects first and then writes them with one :meth:`MemoryStore.add_many`
