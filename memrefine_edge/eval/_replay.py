@@ -51,8 +51,9 @@ class Keeper(Protocol):
     def install(self) -> None:
         """Start keeping the store (before the first add)."""
 
-    def settle(self) -> None:
-        """Return once the keeper has nothing left to do (the store is then as the keeper leaves it idle)."""
+    def settle(self, timeout: float | None = None) -> bool:
+        """Return once the keeper has nothing left to do (the store is then as the keeper leaves it idle),
+        or once ``timeout`` seconds have passed (then False)."""
 
     def passes(self) -> Sequence[Any]:
         """The keeper's passes so far (compression reports; empty for keepers without passes)."""
@@ -83,15 +84,15 @@ class UpkeepKeeper:
     def install(self) -> None:
         self.upkeep.install()
 
-    def settle(self) -> None:
+    def settle(self, timeout: float | None = None) -> bool:
         if self._wait is not None:
-            self._wait()
+            return bool(self._wait(timeout=timeout))
+        return True
 
     def passes(self) -> Sequence[CompressionReport]:
         return self.upkeep.reports
 
     def close(self) -> None:
-        self.settle()
         close = getattr(self.upkeep, "close", None)
         if callable(close):
             close()
@@ -127,8 +128,8 @@ class FloorKeeper:
         self.removed += removed
         return removed
 
-    def settle(self) -> None:
-        return None
+    def settle(self, timeout: float | None = None) -> bool:
+        return True
 
     def passes(self) -> Sequence[Any]:
         return ()
@@ -161,8 +162,8 @@ class NoKeeper:
     def install(self) -> None:
         return None
 
-    def settle(self) -> None:
-        return None
+    def settle(self, timeout: float | None = None) -> bool:
+        return True
 
     def passes(self) -> Sequence[Any]:
         return ()
@@ -186,6 +187,8 @@ class ReplayStats:
     over_at_idle: list[float] = field(default_factory=list)
     #: For each pass (in order), the entries added since the previous pass was seen.
     added_per_pass: list[int] = field(default_factory=list)
+    #: Session ends where the keeper was not idle before the deadline (measured there all the same).
+    settle_timeouts: int = 0
 
     def summary(self) -> dict[str, Any]:
         """Percentiles and counts (JSON-ready)."""
@@ -202,7 +205,7 @@ class ReplayStats:
             "overshoot_at_idle": {**pct(self.over_at_idle, 4),
                                   "share_over": round(sum(o > 0 for o in self.over_at_idle)
                                                       / max(1, len(self.over_at_idle)), 4),
-                                  "points": len(self.over_at_idle)},
+                                  "points": len(self.over_at_idle), "not_idle_by_deadline": self.settle_timeouts},
         }
 
 
@@ -262,7 +265,9 @@ def replay(store: MemoryStore, batches: Iterable[Sequence[Entry]], keeper: Keepe
                     seen_passes, since_pass = n, 0
                 if after_add is not None:
                     after_add(stats)
-            keeper.settle()
+            left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            if not keeper.settle(left):
+                stats.settle_timeouts += 1
             stats.over_at_idle.append(max(0, store.running_size(metric) - high_bytes) / high_bytes)
             n = len(keeper.passes())
             if n > seen_passes:

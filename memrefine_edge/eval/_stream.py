@@ -347,10 +347,11 @@ def run_stream(config: StreamConfig, *, encoder: Encoder | None = None, backends
     from ._stream_report import summarize_stream, write_stream_report
 
     convs = validate_stream(config)
-    if encoder is None:
-        from memrefine_edge.backends import OnnxEncoder
+    if encoder is None:  # the backends' encoder (the default: the bundled model)
+        from memrefine_edge.engine import Backends, PipelineConfig
 
-        encoder = OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
+        encoder = (backends or Backends()).encoder(PipelineConfig(encoder_model=config.encoder_model,
+                                                                  threads=config.threads))
     run = _Stream(config, encoder, backends, log)
     run.work.mkdir(parents=True, exist_ok=True)
     cfg = {k: (portable(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}

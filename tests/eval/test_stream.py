@@ -4,6 +4,7 @@ model-free judge; the same loop, keepers and measures as ``memrefine eval locomo
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,7 @@ class _WorkerUpkeep:
     def __init__(self) -> None:
         self.reports: list = []
         self.events: list[str] = []
+        self.timeouts: list[float | None] = []
 
     def install(self) -> _WorkerUpkeep:
         self.events.append("install")
@@ -142,7 +144,8 @@ class _WorkerUpkeep:
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         self.events.append("wait")
-        return True
+        self.timeouts.append(timeout)
+        return len(self.timeouts) != 2  # the second session end is not idle in time
 
     def close(self) -> None:
         self.events.append("close")
@@ -153,10 +156,12 @@ def test_the_stream_waits_for_a_worker_at_each_session_end(tmp_path):
     keeper = UpkeepKeeper(upkeep)  # type: ignore[arg-type]
     batches = [[Entry(id=f"s{s}-{i}", content=f"fact {s} {i}") for i in range(3)] for s in range(4)]
     with MemoryStore(tmp_path / "m.db") as store:
-        stats = replay(store, batches, keeper, high_bytes=10**9)
+        stats = replay(store, batches, keeper, high_bytes=10**9, deadline=time.perf_counter() + 3600)
         keeper.close()
     assert keeper.waits and stats.finished and stats.adds == 12 and stats.batches == 4
-    assert upkeep.events == ["install", "wait", "wait", "wait", "wait", "wait", "close"]
+    assert upkeep.events == ["install", "wait", "wait", "wait", "wait", "close"]
+    assert all(t is not None and 0 < t <= 3600 for t in upkeep.timeouts)  # never past the replay's deadline
+    assert stats.summary()["overshoot_at_idle"]["not_idle_by_deadline"] == 1
 
 
 @pytest.mark.parametrize("change, message", [
