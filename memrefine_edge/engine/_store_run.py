@@ -15,10 +15,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memrefine_edge.core import BudgetError, CompressionReport, Progress
+from memrefine_edge.core import BudgetError, CompressionReport, Progress, StoreNotFoundError
 from memrefine_edge.store import (
     MemoryStore,
     RunLock,
+    check_path_kind,
+    check_store_file,
     get_budget,
     parse_budget,
     resolve_target,
@@ -60,8 +62,14 @@ def compress_store(db: Path, *, budget: float | None = None, budget_bytes: int |
     ``config``/``backends`` assemble the pipeline (:func:`build`);
     ``store_options`` go to :class:`MemoryStore` (``max_file_bytes``,
     ``synchronous``). A store whose run lock another process holds raises
-    :class:`~memrefine_edge.core.RunLockedError` before any model loads.
+    :class:`~memrefine_edge.core.RunLockedError` before any model loads; a
+    path that names no store raises :class:`~memrefine_edge.core.StoreNotFoundError`
+    or :class:`~memrefine_edge.core.NotAStoreError` with nothing created beside it.
     """
+    check_path_kind(db)
+    if not Path(db).exists():
+        raise StoreNotFoundError(f"no memory store at {db} (create one with `memrefine import`)")
+    check_store_file(db)  # a file that is not a store is refused untouched: no lock file made beside it
     with RunLock(db):  # fail fast: a busy store is reported before the models load (Compressor.run locks again)
         pass
     parts = build(config, backends=backends)

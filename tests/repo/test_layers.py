@@ -33,7 +33,7 @@ LAYERS: list[list[str]] = [
     ["judging"],
     ["methods"],
     ["engine"],
-    ["testing", "eval"],
+    ["testing", "eval", "fleet"],
     ["cli"],
     ["", "__main__"],
 ]
@@ -202,7 +202,8 @@ def _imports_top(path: Path, top: str) -> bool:
 
 
 @pytest.mark.parametrize(("runtime", "owners"), [("llama_cpp", ["backends._llama"]),
-                                                ("onnxruntime", ["backends._encoder", "index._int8mm"])])
+                                                ("onnxruntime", ["backends._encoder", "index._int8mm"]),
+                                                ("ray", ["fleet._ray"])])
 def test_each_heavy_runtime_has_its_named_importers(runtime, owners):
     # onnxruntime runs the encoder and, in the index, the pair queue's integer products.
     importers = sorted(name for name, path in MODULES.items() if _imports_top(path, runtime))
