@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._core import MemoryStore
+__all__ = ["CommitGroup", "WriteHandle"]
 
-__all__ = ["CommitGroup"]
+
+@dataclass(frozen=True)
+class WriteHandle:
+    """How a commit group drives its store's write transaction (the store hands its own to the group).
+
+    ``begin`` takes the store's write lock and begins a write transaction, which
+    the lock's holder keeps until ``commit``: other threads' writes wait. If it
+    cannot begin, the lock is released and the typed refusal raised. ``commit``
+    commits what the transaction holds (rolling it back on an error, which it
+    re-raises) and releases the lock in every case; it returns whether there was
+    a transaction left to commit (a refusal may have rolled it back already).
+    """
+
+    begin: Callable[[], None]
+    commit: Callable[[], bool]
 
 
 class CommitGroup:
     """The open group transaction of :meth:`MemoryStore.grouped` (one thread's writes)."""
 
-    def __init__(self, store: "MemoryStore", window_s: float) -> None:
+    def __init__(self, handle: WriteHandle, window_s: float) -> None:
         if not window_s >= 0:
             raise ValueError(f"window_s must be >= 0, got {window_s!r}")
-        self._store, self.window_s = store, float(window_s)
+        self._handle, self.window_s = handle, float(window_s)
         self.thread = threading.get_ident()
         self._opened: float | None = None  # perf_counter() at BEGIN; None: no group transaction open
         #: Group transactions committed so far.
@@ -30,18 +43,9 @@ class CommitGroup:
         """Whether writes are waiting in an uncommitted group transaction."""
         return self._opened is not None
 
-    def _begin(self) -> None:
-        store = self._store
-        store._lock.acquire()  # held until the commit: other threads' writes wait for it
-        try:
-            store._refuse_if_replaced()
-            store._db.conn.execute("BEGIN IMMEDIATE")
-        except BaseException as exc:
-            store._lock.release()
-            if isinstance(exc, sqlite3.Error):
-                store._raise_refusal(exc)
-            raise
-        store._in_tx = True
+    def begin(self) -> None:
+        """Begin the group transaction (the store does, at the group's first write)."""
+        self._handle.begin()
         self._opened = time.perf_counter()
 
     def commit_if_due(self) -> bool:
@@ -55,18 +59,9 @@ class CommitGroup:
         """Commit the group transaction now (nothing when none is open)."""
         if self._opened is None:
             return
-        store = self._store
-        conn = store._db.conn
         self._opened = None
         try:
-            if conn.in_transaction:  # SQLITE_FULL may have rolled everything back already
-                store._before_commit()
-                conn.execute("COMMIT")
+            if self._handle.commit():
                 self.commits += 1
-        except BaseException as exc:
-            store._roll_back(exc)
-            raise
         finally:
-            store._end_write()
-            store._lock.release()
             time.sleep(0)  # a thread waiting to write gets its turn before the next group begins

@@ -53,7 +53,7 @@ from memrefine_edge.core import (
     validate_entry,
 )
 
-from ._commits import CommitGroup
+from ._commits import CommitGroup, WriteHandle
 from ._files import APPLICATION_ID, OpenedFile, check_path_kind, check_store_file, connect, create_store_file
 from ._journal import RunJournal
 from ._maintenance import WAL_FILE_LIMIT_BYTES, MaintenanceMixin
@@ -286,7 +286,7 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
             conn = self._db.conn
             group = self._group
             if not self._in_tx and group is not None and group.thread == threading.get_ident():
-                group._begin()  # the group's transaction: this block becomes its first savepoint
+                group.begin()  # the group's transaction: this block becomes its first savepoint
             if self._in_tx:
                 self._depth += 1
                 name = f"sp{self._depth}"
@@ -347,6 +347,36 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
         # of its own memory.
         self._search_cache = None
 
+    def _begin_group(self) -> None:
+        """A commit group's transaction begins (:class:`WriteHandle`): the write lock is held until its commit,
+        so this store's writes from other threads wait for it."""
+        self._lock.acquire()
+        try:
+            self._refuse_if_replaced()
+            self._db.conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            self._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                self._raise_refusal(exc)
+            raise
+        self._in_tx = True
+
+    def _commit_group(self) -> bool:
+        """A commit group's transaction commits (:class:`WriteHandle`); whether one was left to commit."""
+        conn = self._db.conn
+        try:
+            if not conn.in_transaction:  # SQLITE_FULL may have rolled everything back already
+                return False
+            self._before_commit()
+            conn.execute("COMMIT")
+            return True
+        except BaseException as exc:
+            self._roll_back(exc)
+            raise
+        finally:
+            self._end_write()
+            self._lock.release()
+
     @contextmanager
     def grouped(self, *, window_s: float) -> Iterator["CommitGroup"]:
         """Let the block's writes (on this thread) share transactions: fewer commits for a run of small ones.
@@ -364,7 +394,7 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
         """
         if self._group is not None:
             raise RuntimeError("grouped() blocks do not nest")
-        group = CommitGroup(self, window_s)
+        group = CommitGroup(WriteHandle(begin=self._begin_group, commit=self._commit_group), window_s)
         self._group = group
         try:
             yield group

@@ -58,7 +58,7 @@ from memrefine_edge.core import (
 if TYPE_CHECKING:  # pragma: no cover
     import sqlite_utils
 
-    from ._core import MemoryStore
+    from ._protocols import JournalStore
 
 __all__ = ["RunJournal", "RunInfo", "DecisionRecord", "Effect", "pack_field", "pack_text", "unpack_text"]
 
@@ -190,7 +190,7 @@ class DecisionRecord:
 class RunJournal:
     """Runs, decisions, preserved pairs and undo history of one store."""
 
-    def __init__(self, store: "MemoryStore", db: "sqlite_utils.Database") -> None:
+    def __init__(self, store: "JournalStore", db: "sqlite_utils.Database") -> None:
         self._store = store
         self._db = db
         self._run_nums: dict[str, int] = {}  # committed by start_run, never deleted: safe to keep
