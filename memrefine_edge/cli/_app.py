@@ -23,8 +23,10 @@ from memrefine_edge.core import ConfigurationError, MemRefineError, OptionConfli
 
 if TYPE_CHECKING:  # pragma: no cover
     from memrefine_edge.engine import Backends
+    from memrefine_edge.judging import JudgeKind
 
-__all__ = ["main", "cli", "db_option", "json_option", "emit", "open_store", "default_db_path", "current_backends"]
+__all__ = ["main", "cli", "db_option", "json_option", "emit", "open_store", "default_db_path", "current_backends",
+           "judge_choice"]
 
 
 def default_db_path() -> Path:
@@ -92,6 +94,26 @@ def open_store(db_path: Path | None, *, create: bool = False, read_only: bool = 
 
     settings = store_settings()
     return MemoryStore(resolve_db(db_path), create=create, read_only=read_only, **settings)
+
+
+def judge_choice(judge: str | None, judge_model: str | None) -> "tuple[JudgeKind | None, str | None]":
+    """The judge kind and GGUF path that ``--judge`` and ``--judge-model`` stand for.
+
+    ``--judge-model`` is a GGUF path; its words ``none``/``scorer``,
+    ``fact`` and ``bundled``, kept for compatibility, are read here, at the
+    edge (:func:`memrefine_edge.judging.parse_judge_model`), so the library
+    gets a kind and a path apart. Two flags naming two judges are a usage error.
+    """
+    from memrefine_edge.judging import JudgeKind, parse_judge_model
+
+    kind = JudgeKind(judge) if judge is not None else None
+    if judge_model is None:
+        return kind, None
+    named, path = parse_judge_model(judge_model)
+    if kind is not None and kind is not named:
+        raise click.UsageError(f"--judge {kind} and --judge-model {judge_model} name two judges: --judge-model is "
+                               "a GGUF file, for --judge gguf")
+    return named, None if path is None else str(path)
 
 
 def emit(data: Any, as_json: bool, human: str | None = None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ._app import cli, current_backends, emit, json_option, log
+from ._app import cli, current_backends, emit, json_option, judge_choice, log
 
 __all__ = ["judge_pairs", "read_pairs"]
 
@@ -68,18 +68,21 @@ def _fill_similarity(pairs: list[dict[str, Any]]) -> None:
 
 @cli.command("judge-pairs")
 @click.argument("in_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--judge", type=click.Choice(("scorer", "fact", "gguf")), default=None,
+              help="scorer (the default: the learned redundancy scorer, no LLM), fact (word-coverage rules) or "
+                   "gguf (a GGUF model: SmolLM2-135M-Instruct unless --judge-model names one).")
 @click.option("--judge-model", type=click.Path(dir_okay=False), default=None,
-              help="'none' (the default: the learned redundancy scorer, no LLM), 'fact' (word-coverage rules), "
-                   "'bundled' (SmolLM2-135M-Instruct) or a GGUF path.")
+              help="A GGUF judge model file (implies --judge gguf). For compatibility it also takes the words "
+                   "'none' (--judge scorer), 'fact' (--judge fact) and 'bundled' (--judge gguf).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="llama.cpp threads.")
 @click.option("--mode", type=click.Choice(["logits", "generate"]), default="logits", show_default=True,
               help="Score the three actions from logits, or generate the JSON decision.")
 @click.option("--rules-only", is_flag=True, help="No model: fast-path rules, otherwise preserve.")
-@click.option("--facts-only", is_flag=True, help="Same as --judge-model fact.")
+@click.option("--facts-only", is_flag=True, help="Same as --judge fact.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the JSON lines here (atomically) instead of stdout.")
 @json_option
-def judge_pairs(in_file: Path, judge_model: str | None, threads: int, mode: str, rules_only: bool,
+def judge_pairs(in_file: Path, judge: str | None, judge_model: str | None, threads: int, mode: str, rules_only: bool,
                 facts_only: bool, out_file: Path | None, as_json: bool) -> None:
     """Judge each pair of IN_FILE (JSON lines {id, a, b, similarity?}) with the product's judge.
 
@@ -88,24 +91,25 @@ def judge_pairs(in_file: Path, judge_model: str | None, threads: int, mode: str,
     with the bundled encoder. The whole file is validated first, so a
     malformed line stops the command before anything is written.
     """
-    from memrefine_edge.judging import GuardedJudge, default_judge, uses_gguf
+    from memrefine_edge.judging import GuardedJudge, JudgeKind, default_judge
 
-    if rules_only and (facts_only or judge_model is not None):
-        raise click.UsageError("--rules-only excludes --facts-only and --judge-model")
-    if facts_only and judge_model not in (None, "fact"):
-        raise click.UsageError("--facts-only is --judge-model fact; give one of them")
+    if rules_only and (facts_only or judge is not None or judge_model is not None):
+        raise click.UsageError("--rules-only excludes --facts-only, --judge and --judge-model")
+    kind, model = judge_choice(judge, judge_model)
+    if facts_only and kind not in (None, JudgeKind.FACT):
+        raise click.UsageError("--facts-only is --judge fact; give one of them")
     if facts_only:
-        judge_model = "fact"
-    if mode != "logits" and not uses_gguf(judge_model):
-        raise click.UsageError("--mode applies to a GGUF judge (--judge-model bundled or a path)")
-    pairs = read_pairs(in_file)
+        kind = JudgeKind.FACT
+    if mode != "logits" and kind is not JudgeKind.GGUF:
+        raise click.UsageError("--mode applies to a GGUF judge (--judge gguf, --judge-model)")
+    pairs = read_pairs(in_file)  # every value checked here: the judge is asked with valid arguments only
     _fill_similarity(pairs)
-    judge = GuardedJudge(None) if rules_only else default_judge(judge_model, n_threads=threads,
-                                                                mode=mode)  # type: ignore[arg-type]
+    the_judge = GuardedJudge(None) if rules_only else default_judge(kind, model_path=model, n_threads=threads,
+                                                                    mode=mode)  # type: ignore[arg-type]
     rows = []
     for i, p in enumerate(pairs, 1):
         t0 = time.perf_counter()
-        d = judge.judge(p["a"], p["b"], p["similarity"])
+        d = the_judge.decide(p["a"], p["b"], float(p["similarity"]))
         ms = (time.perf_counter() - t0) * 1000
         rows.append({"id": p["id"], **d.as_dict(), "latency_ms": round(ms, 1)})
         if i % 25 == 0:
@@ -119,6 +123,6 @@ def judge_pairs(in_file: Path, judge_model: str | None, threads: int, mode: str,
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, out_file)
-    log(f"{len(rows)} pairs judged; stats: " + json.dumps(judge.stats))
+    log(f"{len(rows)} pairs judged; stats: " + json.dumps(the_judge.stats))
     if as_json and out_file is not None:
-        emit({"pairs": len(rows), "out": str(out_file), "stats": judge.stats}, True)
+        emit({"pairs": len(rows), "out": str(out_file), "stats": the_judge.stats}, True)

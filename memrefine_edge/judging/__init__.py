@@ -6,17 +6,19 @@ from ._judge import (
     FactJudge,
     GuardedJudge,
     Judge,
+    JudgeKind,
     LlamaJudge,
     ScorerJudge,
     default_judge,
     merge_instruction_for,
+    parse_judge_model,
     uses_gguf,
 )
 from ._merger import GuardedMerger, LlamaMerger, MergedEntry, Merger, build_merged_entry, concat_merge, merged_entry_id
 from ._scorer import RedundancyScorer
 
 __all__ = [
-    "FactJudge", "GuardedJudge", "GuardedMerger", "Judge", "LlamaJudge", "LlamaMerger", "MergedEntry", "Merger",
-    "RedundancyScorer", "ScorerJudge", "build_merged_entry", "concat_merge", "default_judge",
-    "merge_instruction_for", "merged_entry_id", "uses_gguf",
+    "FactJudge", "GuardedJudge", "GuardedMerger", "Judge", "JudgeKind", "LlamaJudge", "LlamaMerger", "MergedEntry",
+    "Merger", "RedundancyScorer", "ScorerJudge", "build_merged_entry", "concat_merge", "default_judge",
+    "merge_instruction_for", "merged_entry_id", "parse_judge_model", "uses_gguf",
 ]

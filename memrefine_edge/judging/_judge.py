@@ -49,13 +49,15 @@ floor: its merges below it become preserves.
 from __future__ import annotations
 
 import abc
+import enum
 import json
 import math
 import os
 import re
-from typing import Any, Literal
+import warnings
+from typing import Any, ClassVar, Literal
 
-from memrefine_edge.core import Decision, JudgeOutputError, Target
+from memrefine_edge.core import ConfigurationError, Decision, JudgeOutputError, Target
 from memrefine_edge.text import describe, lost_facts
 
 from ._fastpath import fast_path
@@ -67,22 +69,42 @@ from ._prompts import DECISION_SCHEMA, build_messages
 DEFAULT_MERGE_MIN_SIMILARITY = 0.5
 
 __all__ = [
-    "DEFAULT_MERGE_MIN_SIMILARITY", "JUDGE_NAMES", "MODEL_FREE_JUDGES", "uses_gguf", "default_judge",
-    "scorer_guard", "Judge", "LlamaJudge", "ScorerJudge", "GuardedJudge", "FactJudge", "parse_decision",
-    "merge_instruction_for",
+    "DEFAULT_MERGE_MIN_SIMILARITY", "JudgeKind", "JUDGE_MODEL_WORDS", "parse_judge_model", "uses_gguf",
+    "default_judge", "scorer_guard", "Judge", "LlamaJudge", "ScorerJudge", "GuardedJudge", "FactJudge",
+    "parse_decision", "merge_instruction_for",
 ]
 
 
-
 class Judge(abc.ABC):
-    """Decides one pair. Subclasses implement :meth:`decide`; callers use :meth:`judge`."""
+    """Decides one pair: one abstract method, :meth:`decide`, which is also how every caller asks.
+
+    The hooks have defaults: :meth:`load`, :meth:`describe`, :attr:`stats`
+    and :attr:`uses_model`.
+    """
+
+    #: Whether :meth:`decide` runs a language model (counted as an LLM call in reports).
+    uses_model: ClassVar[bool] = True
 
     @abc.abstractmethod
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """The decision for entries ``a`` and ``b`` (contents) at cosine ``similarity``."""
 
+    def load(self) -> None:
+        """Load any model now, so a broken model file fails before a run records anything."""
+
+    def describe(self) -> dict[str, Any]:
+        """Settings recorded with a run (the class name; subclasses add their knobs)."""
+        return {"type": type(self).__name__}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """What the judge counted so far (``llm_calls`` among them, if it calls a model); default: nothing."""
+        return {}
+
     def judge(self, a: str, b: str, similarity: float = 0.0) -> Decision:
-        """:meth:`decide` after checking the arguments."""
+        """Deprecated: call :meth:`decide`. Checks the arguments, then decides."""
+        warnings.warn("Judge.judge() and calling a judge are deprecated: call judge.decide(a, b, similarity)",
+                      DeprecationWarning, stacklevel=2)
         if not isinstance(a, str) or not isinstance(b, str):
             raise TypeError("entries must be strings")
         if isinstance(similarity, bool) or not isinstance(similarity, (int, float)):
@@ -92,16 +114,6 @@ class Judge(abc.ABC):
         return self.decide(a, b, float(similarity))
 
     __call__ = judge
-
-    #: Whether :meth:`decide` runs a language model (counted as an LLM call in reports).
-    uses_model: bool = True
-
-    def load(self) -> None:
-        """Load any model now, so a broken model file fails before a run records anything."""
-
-    def describe(self) -> dict[str, Any]:
-        """Settings recorded with a run (the class name; subclasses add their knobs)."""
-        return {"type": type(self).__name__}
 
 
 _ACTION_ALIASES = {"delete": "delete", "merge": "merge", "preserve": "preserve", "nothing": "preserve",
@@ -371,21 +383,39 @@ class ScorerJudge(Judge):
         scores = self.scorer.score(a, b, similarity)
         shown = ", ".join(f"{c} {p:.2f}" for c, p in scores.ranked())
         min_delete, min_merge = self.min_delete_probability, self.min_merge_probability
+        # What a delete the fact checks refuse becomes (tuned with the weights): the next most probable
+        # action, or a merge -- the scorer found the pair redundant, and the side it would drop holds a
+        # value of its own ("Lives in Lisbon" beside "Lives in Porto now"): one entry keeps both.
+        refused_merges = self.scorer.meta.get("refused_delete") == "merge"
+        refused = ""
         for action, p in scores.ranked():
             if action.startswith("delete"):
                 if p < min_delete:
                     continue  # not sure enough that nothing is lost
                 tgt: Target = "a" if action == "delete_a" else "b"
                 gone, kept = (a, b) if tgt == "a" else (b, a)
-                if lost_facts(gone, kept, min_word_cover=0.0):
-                    continue  # it would drop a name, number, date or negation, or one's binding
+                lost = lost_facts(gone, kept, min_word_cover=0.0)
+                if lost:
+                    # It would drop a name, number, date or negation, or one's binding.
+                    refused = refused or f"; deleting {tgt.upper()} would lose {describe(lost, gone)}"
+                    if refused_merges and not (self.merge_min_similarity is not None
+                                               and similarity < self.merge_min_similarity):
+                        other: Target = "b" if tgt == "a" else "a"
+                        if (getattr(scores, f"delete_{other}") >= min_delete
+                                and not lost_facts(kept, gone, min_word_cover=0.0)):
+                            # The side it would keep adds nothing: that one goes instead.
+                            return Decision("delete", other, reason=f"scorer: {shown}{refused}",
+                                            source="scorer")
+                        return Decision("merge", None, merge_instruction=merge_instruction_for(a, b),
+                                        reason=f"scorer: {shown}{refused}: merged", source="scorer")
+                    continue
                 return Decision("delete", tgt, reason=f"scorer: {shown}", source="scorer")
             if action == "merge":
                 if p < min_merge or (self.merge_min_similarity is not None and similarity < self.merge_min_similarity):
                     continue  # not sure enough that one entry should hold both, or below the user's floor
                 return Decision("merge", None, merge_instruction=merge_instruction_for(a, b),
                                 reason=f"scorer: {shown}", source="scorer")
-            return Decision("preserve", None, reason=f"scorer: {shown}", source="scorer")
+            return Decision("preserve", None, reason=f"scorer: {shown}{refused}", source="scorer")
         raise AssertionError("preserve is always allowed")  # pragma: no cover
 
 
@@ -426,10 +456,15 @@ class GuardedJudge(Judge):
         self.merge_min_similarity = _check_unit("merge_min_similarity", merge_min_similarity, -1.0)
         self.check_merges = check_merges
         self.retries = retries
-        self.stats: dict[str, int] = {k: 0 for k in (
+        self._stats: dict[str, int] = {k: 0 for k in (
             "pairs", "rule_hits", "inner_calls", "llm_calls", "invalid_outputs", "fallbacks", "guard_overrides",
             "guard_flips", "guard_merges", "guard_preserves", "guard_merge_to_delete")}
         self.last_raw: str | None = None
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """What each stage did: pairs, fast-path hits, inner and model calls, invalid outputs, guard changes."""
+        return self._stats
 
     def describe(self) -> dict[str, Any]:
         """The pipeline's settings (and the inner judge's), recorded with each run."""
@@ -463,7 +498,7 @@ class GuardedJudge(Judge):
         last: JudgeOutputError | None = None
         for _attempt in range(1 + max(0, self.retries)):
             self.stats["inner_calls"] += 1
-            if getattr(self.inner, "uses_model", True):
+            if self.inner.uses_model:
                 self.stats["llm_calls"] += 1
             try:
                 return self.inner.decide(a, b, similarity)
@@ -526,15 +561,46 @@ class GuardedJudge(Judge):
                         source="guard")
 
 
-#: ``judge_model`` values that name a judge instead of a GGUF file.
-JUDGE_NAMES = ("none", "scorer", "fact", "bundled")
-#: The names among them that load no model.
-MODEL_FREE_JUDGES = ("none", "scorer", "fact")
+class JudgeKind(enum.StrEnum):
+    """Which inner judge :func:`default_judge` builds.
+
+    ``scorer``: the learned redundancy scorer (no language model; the
+    default). ``fact``: the word-coverage fact judge. ``gguf``: a GGUF
+    model through llama.cpp (the ``llm`` extra), the bundled one unless a
+    ``model_path`` is given.
+    """
+
+    SCORER = "scorer"
+    FACT = "fact"
+    GGUF = "gguf"
+
+
+#: The words the command line's ``--judge-model`` takes besides a GGUF path (kept for compatibility), and the
+#: judge each stands for: the kind, and ``None`` for its model file (the bundled GGUF for ``bundled``).
+JUDGE_MODEL_WORDS: dict[str, JudgeKind] = {"none": JudgeKind.SCORER, "scorer": JudgeKind.SCORER,
+                                           "fact": JudgeKind.FACT, "bundled": JudgeKind.GGUF}
+
+
+def parse_judge_model(text: str | os.PathLike[str] | None) -> tuple[JudgeKind, str | os.PathLike[str] | None]:
+    """The judge a ``--judge-model`` value names: ``(kind, model_path)``.
+
+    ``None`` and the words of :data:`JUDGE_MODEL_WORDS` name a kind (``none``
+    and ``scorer``: the scorer; ``fact``; ``bundled``: the bundled GGUF);
+    anything else is the path of a GGUF file. For the command line's edge:
+    the library takes the kind and the path as two arguments
+    (:func:`default_judge`).
+    """
+    if text is None:
+        return JudgeKind.SCORER, None
+    kind = JUDGE_MODEL_WORDS.get(str(text))
+    if kind is not None:
+        return kind, None
+    return JudgeKind.GGUF, text
 
 
 def uses_gguf(judge_model: str | os.PathLike[str] | None) -> bool:
-    """True when ``judge_model`` (a :func:`default_judge` argument) is a GGUF judge: ``"bundled"`` or a path."""
-    return judge_model is not None and str(judge_model) not in MODEL_FREE_JUDGES
+    """True when a ``--judge-model`` value (:func:`parse_judge_model`) names a GGUF judge: ``bundled`` or a path."""
+    return parse_judge_model(judge_model)[0] is JudgeKind.GGUF
 
 
 def scorer_guard(inner: Judge) -> GuardedJudge:
@@ -545,35 +611,62 @@ def scorer_guard(inner: Judge) -> GuardedJudge:
     return GuardedJudge(inner, min_word_cover=0.0, merge_min_similarity=-1.0, check_merges=False)
 
 
-def default_judge(model_path: str | os.PathLike[str] | None = None, *, n_threads: int = 1,
-                  merge_min_similarity: float | None = None,
+def default_judge(kind: JudgeKind | str | None = None, *, model_path: str | os.PathLike[str] | None = None,
+                  n_threads: int = 1, merge_min_similarity: float | None = None,
                   mode: Literal["logits", "generate"] = "logits") -> GuardedJudge:
     """The product's judge: the fast path, then an inner judge, behind the fact checks.
 
-    ``model_path`` picks the inner judge:
+    ``kind`` (a :class:`JudgeKind` or its value) picks the inner judge;
+    ``None``: ``gguf`` when a ``model_path`` is given, else ``scorer``.
 
-    * ``None``, ``"none"`` or ``"scorer"`` (the default): :class:`ScorerJudge`,
-      the learned redundancy scorer, no language model. Measured on the
-      labelled test pairs it is the most accurate judge and the cheapest
+    * ``scorer`` (the default): :class:`ScorerJudge`, the learned
+      redundancy scorer, no language model. Measured on the labelled test
+      pairs it is the most accurate judge and the cheapest
       (``bench/results/judge_configs.md``). The guard behind it checks the
-      strict facts (names, numbers, dates, negation, with their bindings) of every delete; the
-      scorer, not a word-coverage threshold, decides paraphrases.
-      ``merge_min_similarity`` (default: none) turns its merges below that
-      cosine into preserves.
-    * ``"fact"``: :class:`FactJudge`, the word-coverage rules the scorer
+      strict facts (names, numbers, dates, negation, with their bindings) of
+      every delete; the scorer, not a word-coverage threshold, decides
+      paraphrases. ``merge_min_similarity`` (default: none) turns its merges
+      below that cosine into preserves.
+    * ``fact``: :class:`FactJudge`, the word-coverage rules the scorer
       replaced (kept for comparison); ``merge_min_similarity`` defaults to
       :data:`DEFAULT_MERGE_MIN_SIMILARITY`.
-    * ``"bundled"`` or a GGUF path: :class:`LlamaJudge` behind the
-      word-coverage guard, in ``mode`` (:class:`LlamaJudge`). The model
+    * ``gguf``: :class:`LlamaJudge` on ``model_path`` (``None``: the
+      bundled GGUF) behind the word-coverage guard, in ``mode``. The model
       loads lazily, on the first pair the fast path does not settle.
+
+    ``model_path`` is only ever a path; it goes with ``gguf``, and with
+    another kind it is a :class:`~memrefine_edge.core.ConfigurationError`.
+    The words the command line's ``--judge-model`` takes are read by
+    :func:`parse_judge_model`; given here as ``kind`` (``"none"``,
+    ``"bundled"``, a path) they still work, with a ``DeprecationWarning``.
     """
-    key = None if model_path is None else str(model_path)
-    if key in (None, "none", "scorer"):
+    kind, model_path = _kind_and_path(kind, model_path)
+    if model_path is not None and kind is not JudgeKind.GGUF:
+        raise ConfigurationError(f"a judge model file ({model_path}) goes with a GGUF judge, not the {kind} judge")
+    if kind is JudgeKind.SCORER:
         return scorer_guard(ScorerJudge(merge_min_similarity=merge_min_similarity))
     mms = DEFAULT_MERGE_MIN_SIMILARITY if merge_min_similarity is None else merge_min_similarity
     inner: Judge
-    if key == "fact":
+    if kind is JudgeKind.FACT:
         inner = FactJudge(merge_min_similarity=mms)
     else:
-        inner = LlamaJudge(None if key == "bundled" else model_path, mode=mode, n_threads=n_threads)
+        inner = LlamaJudge(model_path, mode=mode, n_threads=n_threads)
     return GuardedJudge(inner, merge_min_similarity=mms)
+
+
+def _kind_and_path(kind: JudgeKind | str | os.PathLike[str] | None, model_path: str | os.PathLike[str] | None
+                   ) -> tuple[JudgeKind, str | os.PathLike[str] | None]:
+    """The kind :func:`default_judge` builds, and its model path (one given as ``kind`` moves, with a warning)."""
+    if kind is None:
+        return (JudgeKind.SCORER if model_path is None else JudgeKind.GGUF), model_path
+    if isinstance(kind, JudgeKind):
+        return kind, model_path
+    if isinstance(kind, str) and kind in tuple(JudgeKind):
+        return JudgeKind(kind), model_path
+    if model_path is None and isinstance(kind, (str, os.PathLike)):
+        legacy, path = parse_judge_model(kind)
+        warnings.warn(f"default_judge({str(kind)!r}) is deprecated: give the kind and the path apart, "
+                      f"default_judge({legacy.value!r}{', model_path=...' if path is not None else ''})",
+                      DeprecationWarning, stacklevel=3)
+        return legacy, path
+    raise ConfigurationError(f"unknown judge kind {kind!r}; use one of {', '.join(k.value for k in JudgeKind)}")

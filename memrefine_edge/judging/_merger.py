@@ -69,7 +69,8 @@ class MergedEntry:
 
 
 class Merger(abc.ABC):
-    """Writes one entry from two. Subclasses implement :meth:`merge`."""
+    """Writes one entry from two: one abstract method, :meth:`merge`; :meth:`load` and :attr:`stats` are
+    hooks with defaults (nothing to load, nothing counted)."""
 
     @abc.abstractmethod
     def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
@@ -77,6 +78,11 @@ class Merger(abc.ABC):
 
     def load(self) -> None:
         """Load any model now, so a broken model file fails before a run records anything."""
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """What the merger counted so far (``llm_calls`` among them, if it calls a model); default: nothing."""
+        return {}
 
 
 def default_keywords(text: str, limit: int = 6) -> tuple[str, ...]:
@@ -233,8 +239,13 @@ class GuardedMerger(Merger):
         self.min_word_cover = min_word_cover
         self.fallback = fallback
         self.retries = retries
-        self.stats: dict[str, int] = {k: 0 for k in ("merges", "llm_calls", "invalid_outputs", "repairs",
-                                                     "fallbacks", "failures")}
+        self._stats: dict[str, int] = {k: 0 for k in ("merges", "llm_calls", "invalid_outputs", "repairs",
+                                                      "fallbacks", "failures")}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Merges asked for, model calls, invalid outputs, repairs, fallbacks to the concatenation, failures."""
+        return self._stats
 
     def invented(self, merged: str, a: str, b: str) -> list[str]:
         """Names and numbers in ``merged`` that neither entry has (model hallucination or prompt echo)."""

@@ -67,7 +67,7 @@ def test_the_bundled_gguf_without_the_extra_fails_the_same_way(no_llama_cpp):
     from memrefine_edge.judging import default_judge
 
     with pytest.raises(MissingExtraError, match=r"memrefine-edge\[llm\]"):
-        default_judge("bundled")
+        default_judge("gguf")  # the bundled GGUF
 
 
 def test_loading_a_gguf_without_the_extra_is_the_same_error(no_llama_cpp, gguf):

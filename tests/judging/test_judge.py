@@ -42,15 +42,34 @@ def test_decision_validates_target():
     assert Decision("delete", "b").as_dict()["target"] == "b"
 
 
-def test_judge_wrapper_checks_arguments():
+def test_the_old_ways_to_call_a_judge_are_deprecated_shims_of_decide():
     j = GuardedJudge(None)
-    with pytest.raises(ValueError):
+    a, b = "John practices kickboxing.", "Maria does aerial yoga."
+    with pytest.warns(DeprecationWarning, match=r"call judge.decide\(a, b, similarity\)"):
+        assert j.judge(a, b, 0.2) == j.decide(a, b, 0.2)
+    with pytest.warns(DeprecationWarning, match="deprecated"):
+        assert j(a, b, 0.2).action == "preserve"
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError):  # they still check their arguments
         j.judge("a", "b", 1.5)
-    with pytest.raises(TypeError):
+    with pytest.warns(DeprecationWarning), pytest.raises(TypeError):
         j.judge("a", None, 0.5)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError):
         j.judge("a", "b", float("nan"))
-    assert j("John practices kickboxing.", "Maria does aerial yoga.", 0.2).action == "preserve"
+
+
+def test_a_judge_has_one_abstract_method_and_hooks_with_defaults():
+    from memrefine_edge.judging import Judge, Merger
+
+    assert Judge.__abstractmethods__ == frozenset({"decide"})
+    assert Merger.__abstractmethods__ == frozenset({"merge"})
+    judge = AlwaysJudge(Decision("preserve", None))
+    judge.load()
+    assert judge.stats == {} and judge.describe() == {"type": "AlwaysJudge"} and judge.uses_model
+    from memrefine_edge.testing import FakeMerger
+
+    merger = FakeMerger()
+    merger.load()
+    assert merger.stats == {}
 
 
 # --- prompt ------------------------------------------------------------------------------------
@@ -108,22 +127,22 @@ def test_merge_instruction_names_the_differing_facts():
 def test_fast_path_decides_without_the_judge():
     inner = ScriptedJudge()
     j = GuardedJudge(inner)
-    d = j.judge("Tim lives in Paris.", "tim lives in paris", 0.99)
+    d = j.decide("Tim lives in Paris.", "tim lives in paris", 0.99)
     assert d.source == "rule" and d.action == "delete" and inner.calls == []
-    d = j.judge("Nate: Bye!", "Nate: I made vanilla ice cream for Ana.", 0.5)
+    d = j.decide("Nate: Bye!", "Nate: I made vanilla ice cream for Ana.", 0.5)
     assert (d.action, d.target, d.source) == ("delete", "a", "rule")
     assert j.stats["rule_hits"] == 2 and j.stats["llm_calls"] == 0
 
 
 def test_rule_only_preserves_what_rules_cannot_decide():
-    d = GuardedJudge(None).judge("John practices kickboxing.", "John practices taekwondo.", 0.7)
+    d = GuardedJudge(None).decide("John practices kickboxing.", "John practices taekwondo.", 0.7)
     assert d.action == "preserve" and d.source == "rule"
 
 
 def test_invalid_output_one_retry_then_preserve():
     bad = InvalidOutputJudge(raw="garbage")
     j = GuardedJudge(bad)
-    d = j.judge("John practices kickboxing.", "John practices taekwondo.", 0.7)
+    d = j.decide("John practices kickboxing.", "John practices taekwondo.", 0.7)
     assert (d.action, d.source) == ("preserve", "fallback")
     assert bad.calls == 2
     assert j.stats["invalid_outputs"] == 2 and j.stats["fallbacks"] == 1 and j.stats["llm_calls"] == 2
@@ -133,34 +152,34 @@ def test_invalid_output_one_retry_then_preserve():
 def test_invalid_output_then_valid_retry_is_used():
     inner = ScriptedJudge([JudgeOutputError("bad", raw="x"), Decision("preserve", None)])
     j = GuardedJudge(inner)
-    d = j.judge("John practices kickboxing.", "John practices taekwondo.", 0.7)
+    d = j.decide("John practices kickboxing.", "John practices taekwondo.", 0.7)
     assert (d.action, d.source) == ("preserve", "llm") and j.stats["fallbacks"] == 0
 
 
 def test_guard_allows_a_covered_delete():
     j = GuardedJudge(AlwaysJudge(Decision("delete", "a")))
-    d = j.judge("Caroline went to a support group.", "Caroline went to an LGBTQ support group yesterday.", 0.9)
+    d = j.decide("Caroline went to a support group.", "Caroline went to an LGBTQ support group yesterday.", 0.9)
     assert (d.action, d.target, d.source) == ("delete", "a", "llm")
 
 
 def test_guard_flips_a_delete_of_the_richer_entry():
     j = GuardedJudge(AlwaysJudge(Decision("delete", "a")))
-    d = j.judge("Caroline went to an LGBTQ support group yesterday.", "Caroline went to a support group.", 0.9)
+    d = j.decide("Caroline went to an LGBTQ support group yesterday.", "Caroline went to a support group.", 0.9)
     assert (d.action, d.target, d.source) == ("delete", "b", "guard") and j.stats["guard_flips"] == 1
 
 
 def test_guard_turns_a_fact_losing_delete_into_merge_or_preserve():
     a, b = "John scored 40 points last week.", "John scored 40 points in a playoff in June 2023."
     j = GuardedJudge(AlwaysJudge(Decision("delete", "b")))
-    d = j.judge(a, b, 0.88)
+    d = j.decide(a, b, 0.88)
     assert d.action == "merge" and d.source == "guard"
     assert "june" in d.merge_instruction.lower() and "last week" in d.merge_instruction
-    d = j.judge("John practices kickboxing.", "John practices taekwondo.", 0.45)  # distinct facts, less related
+    d = j.decide("John practices kickboxing.", "John practices taekwondo.", 0.45)  # distinct facts, less related
     assert (d.action, d.source) == ("preserve", "guard")
     # Between 0.5 (the default) and 0.75 (the paper's "distinct facts are preserved") only the setting decides.
-    assert j.judge("John practices kickboxing.", "John practices taekwondo.", 0.6).action == "merge"
+    assert j.decide("John practices kickboxing.", "John practices taekwondo.", 0.6).action == "merge"
     paper = GuardedJudge(AlwaysJudge(Decision("delete", "b")), merge_min_similarity=0.75)
-    assert paper.judge("John practices kickboxing.", "John practices taekwondo.", 0.6).action == "preserve"
+    assert paper.decide("John practices kickboxing.", "John practices taekwondo.", 0.6).action == "preserve"
 
 
 @pytest.mark.parametrize("bad", [1.5, -2.0, "0.5", True, float("nan")])
@@ -183,18 +202,60 @@ def test_default_judge_records_its_settings():
                             "inner": {"type": "FactJudge", "min_word_cover": 0.75,
                                       "merge_min_similarity": DEFAULT_MERGE_MIN_SIMILARITY}}
     assert default_judge("fact", merge_min_similarity=0.75).describe()["inner"]["merge_min_similarity"] == 0.75
-    assert default_judge("bundled").describe()["inner"]["type"] == "LlamaJudge"  # lazy: no model is loaded here
+    assert default_judge("gguf").describe()["inner"]["type"] == "LlamaJudge"  # lazy: no model is loaded here
+
+
+def test_the_judge_kind_is_its_own_argument_and_the_model_path_only_a_path(tmp_path):
+    from memrefine_edge.core import ConfigurationError, ModelNotFoundError
+    from memrefine_edge.judging import JudgeKind, default_judge
+
+    assert default_judge().describe()["inner"]["type"] == "ScorerJudge"
+    assert default_judge(JudgeKind.FACT).describe()["inner"]["type"] == "FactJudge"
+    assert default_judge(kind="gguf").describe()["inner"]["type"] == "LlamaJudge"  # the bundled GGUF, lazily
+    with pytest.raises(ModelNotFoundError, match="fact"):  # a file named like a kind is a file
+        default_judge(model_path=tmp_path / "fact")
+    with pytest.raises(ConfigurationError, match="goes with a GGUF judge, not the fact judge"):
+        default_judge("fact", model_path=tmp_path / "my.gguf")
+    with pytest.raises(ConfigurationError, match="unknown judge kind 'large'"):
+        default_judge("large", model_path=tmp_path / "my.gguf")
+
+
+@pytest.mark.parametrize("word, inner", [("none", "ScorerJudge"), ("bundled", "LlamaJudge")])
+def test_the_old_words_of_the_path_argument_still_work_with_a_deprecation_warning(word, inner):
+    from memrefine_edge.judging import default_judge
+
+    with pytest.warns(DeprecationWarning, match=f"default_judge\\('{word}'\\) is deprecated"):
+        assert default_judge(word).describe()["inner"]["type"] == inner
+
+
+def test_a_path_given_where_the_kind_goes_still_works_with_a_deprecation_warning(tmp_path):
+    from memrefine_edge.core import ModelNotFoundError
+    from memrefine_edge.judging import default_judge
+
+    with pytest.warns(DeprecationWarning, match="model_path=..."), pytest.raises(ModelNotFoundError, match="old.gguf"):
+        default_judge(str(tmp_path / "old.gguf"))
+
+
+def test_the_command_line_words_of_judge_model_name_a_kind():
+    from memrefine_edge.judging import JudgeKind, parse_judge_model, uses_gguf
+
+    assert parse_judge_model(None) == (JudgeKind.SCORER, None)
+    assert parse_judge_model("none") == parse_judge_model("scorer") == (JudgeKind.SCORER, None)
+    assert parse_judge_model("fact") == (JudgeKind.FACT, None)
+    assert parse_judge_model("bundled") == (JudgeKind.GGUF, None)
+    assert parse_judge_model("models/x.gguf") == (JudgeKind.GGUF, "models/x.gguf")
+    assert uses_gguf("bundled") and uses_gguf("x.gguf") and not uses_gguf("fact") and not uses_gguf(None)
 
 
 def test_guard_replaces_a_needless_merge_by_a_delete():
     j = GuardedJudge(AlwaysJudge(Decision("merge", None, merge_instruction="x")))
-    d = j.judge("Tim toured London.", "Tim visited London in 2019 with his sister Ana and toured it.", 0.8)
+    d = j.decide("Tim toured London.", "Tim visited London in 2019 with his sister Ana and toured it.", 0.8)
     assert (d.action, d.target, d.source) == ("delete", "a", "guard")
 
 
 def test_preserve_passes_through():
     j = GuardedJudge(AlwaysJudge(Decision("preserve", None)))
-    assert j.judge("Tim toured London.", "Tim visited London in 2019 and toured it.", 0.8).action == "preserve"
+    assert j.decide("Tim toured London.", "Tim visited London in 2019 and toured it.", 0.8).action == "preserve"
 
 
 def test_injection_cannot_cause_a_fact_losing_delete():
@@ -203,7 +264,7 @@ def test_injection_cannot_cause_a_fact_losing_delete():
     a = "Caroline: " + INJECTION
     b = "Melanie painted a lake sunrise in 2022 and gave it to Caroline."
     j = GuardedJudge(AlwaysJudge(Decision("delete", "b")))
-    d = j.judge(a, b, 0.3)
+    d = j.decide(a, b, 0.3)
     assert d.action != "delete" or d.target == "a"
     assert d.target in (None, "a", "b")
 
@@ -245,12 +306,28 @@ def test_judge_pairs_uses_the_default_judge_without_a_model(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--rules-only", "--judge-model", "fact"], ["--facts-only", "--judge-model", "x.gguf"],
-                                  ["--mode", "generate"], ["--judge-model", "fact", "--mode", "generate"]])
+                                  ["--mode", "generate"], ["--judge-model", "fact", "--mode", "generate"],
+                                  ["--rules-only", "--judge", "fact"], ["--judge", "fact", "--judge-model", "x.gguf"],
+                                  ["--judge", "scorer", "--judge-model", "bundled"], ["--judge", "tiny"]])
 def test_judge_pairs_refuses_options_that_do_not_go_together(tmp_path, args):
     inp = tmp_path / "in.jsonl"
     inp.write_text(json.dumps({"id": 1, "a": "x", "b": "y", "similarity": 0.5}) + "\n")
     res = _run(["judge-pairs", str(inp), *args])
     assert res.exit_code == 2, res.output
+
+
+def test_judge_pairs_takes_the_judge_kind_and_the_old_words_alike(tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"id": 2, "a": "Tim ran a 5K in May.", "b": "Ana swam in Rome.", "similarity": 0.1})
+                   + "\n")
+    outputs = {}
+    for args in (["--judge", "fact"], ["--judge-model", "fact"], ["--facts-only"], ["--judge", "scorer"],
+                 ["--judge-model", "none"], []):
+        res = _run(["judge-pairs", str(inp), *args])
+        assert res.exit_code == 0, res.output
+        outputs[" ".join(args)] = [json.loads(x)["source"] for x in res.stdout.splitlines() if x.startswith("{")]
+    assert outputs["--judge fact"] == outputs["--judge-model fact"] == outputs["--facts-only"] == ["guard"]
+    assert outputs["--judge scorer"] == outputs["--judge-model none"] == outputs[""] == ["scorer"]
 
 
 @pytest.mark.parametrize("line, msg", [
@@ -282,7 +359,7 @@ PAIRS = [
 def test_real_model_logits_decisions_are_valid():
     j = _real_judge_or_skip()
     for a, b, s in PAIRS:
-        d = j.judge(a, b, s)
+        d = j.decide(a, b, s)
         assert isinstance(d, Decision) and d.source == "llm"
         assert d.action in ("delete", "merge", "preserve")
         assert (d.target in ("a", "b")) == (d.action == "delete")
@@ -292,7 +369,7 @@ def test_real_model_logits_decisions_are_valid():
 def test_real_model_constrained_generation_is_schema_valid():
     j = _real_judge_or_skip(mode="generate", constrained=True, max_tokens=60)
     a, b, s = PAIRS[0]
-    d = j.judge(a, b, s)  # with the schema grammar, output parses (short max_tokens keeps it fast)
+    d = j.decide(a, b, s)  # with the schema grammar, output parses (short max_tokens keeps it fast)
     assert d.action in ("delete", "merge", "preserve")
 
 
@@ -301,7 +378,7 @@ def test_real_model_prompt_injection_is_contained():
     inner = _real_judge_or_skip()
     j = GuardedJudge(inner)
     b = "Melanie painted a lake sunrise in 2022 and gave it to Caroline."
-    d = j.judge(INJECTION, b, 0.3)
+    d = j.decide(INJECTION, b, 0.3)
     assert isinstance(d, Decision)
     assert not (d.action == "delete" and d.target == "b")  # B's facts survive
 
@@ -310,10 +387,10 @@ def test_fact_judge_without_a_model():
     from memrefine_edge.judging import FactJudge
 
     j = GuardedJudge(FactJudge())
-    assert j.judge("Tim toured London.", "Tim visited London in 2019 and toured it.", 0.8).target == "a"
-    assert j.judge("John scored 40 points last week.", "John scored 40 points in a June playoff.", 0.88).action \
+    assert j.decide("Tim toured London.", "Tim visited London in 2019 and toured it.", 0.8).target == "a"
+    assert j.decide("John scored 40 points last week.", "John scored 40 points in a June playoff.", 0.88).action \
         == "merge"
-    assert j.judge("John practices kickboxing.", "John practices taekwondo.", 0.45).action == "preserve"
+    assert j.decide("John practices kickboxing.", "John practices taekwondo.", 0.45).action == "preserve"
     assert j.stats["inner_calls"] == 3 and j.stats["llm_calls"] == 0  # called, but it is not a model
 
 
@@ -344,24 +421,24 @@ def test_the_default_judge_deletes_neither_side_of_facts_bound_otherwise(a, b, s
 
     judge = default_judge()
     for x, y in ((a, b), (b, a)):
-        assert judge.judge(x, y, similarity).action != "delete"
+        assert judge.decide(x, y, similarity).action != "delete"
 
 
 @pytest.mark.parametrize("a, b", REPORTED)
 def test_the_guard_refuses_a_delete_of_facts_bound_otherwise(a, b):
     for target in ("a", "b"):
         j = GuardedJudge(AlwaysJudge(Decision("delete", target)))
-        d = j.judge(a, b, 0.9)
+        d = j.decide(a, b, 0.9)
         assert d.action == "merge" and d.source == "guard", d
         assert "would lose" in d.reason
     fact = GuardedJudge(FactJudge())
-    assert fact.judge(a, b, 0.9).action == "merge"
-    assert fact.judge(a, b, 0.3).action == "preserve"
+    assert fact.decide(a, b, 0.9).action == "merge"
+    assert fact.decide(a, b, 0.3).action == "preserve"
 
 
 def test_a_guard_refusal_names_the_bound_facts_it_would_lose():
     a, b = REPORTED[0]
-    d = GuardedJudge(AlwaysJudge(Decision("delete", "a"))).judge(a, b, 0.9)
+    d = GuardedJudge(AlwaysJudge(Decision("delete", "a"))).decide(a, b, 0.9)
     assert "50 mg" in d.reason
     instruction = merge_instruction_for(a, b)
     assert "from A keep: 50 mg" in instruction and "from B keep:" in instruction
@@ -374,5 +451,5 @@ def test_the_guard_still_deletes_what_the_kept_entry_states_with_its_bindings():
                         "Caroline went to a support group on May 4 2023."),
                        ("Caroline: I went to the LGBTQ support group yesterday.",
                         "Caroline attended an LGBTQ support group yesterday.")]:
-        d = j.judge(gone, kept, 0.9)
+        d = j.decide(gone, kept, 0.9)
         assert (d.action, d.target) == ("delete", "a"), (gone, d)

@@ -90,26 +90,26 @@ def test_bad_weights_are_a_configuration_error(tmp_path):
 def test_scorer_judge_never_deletes_a_strict_fact():
     judge = ScorerJudge(scorer=RedundancyScorer(weights=_weights("delete_b")))
     # B holds a number and a name A lacks: the delete of B is refused, the next class decides.
-    d = judge.judge("Jolene does yoga.", "Jolene does yoga with Deborah twice a week.", 0.8)
+    d = judge.decide("Jolene does yoga.", "Jolene does yoga with Deborah twice a week.", 0.8)
     assert d.action != "delete" or d.target == "a"
     assert d.source == "scorer" and "delete_b" in d.reason
     # Nothing strict to lose: the scorer's delete is taken even though the wording differs.
-    d = judge.judge("Sam appreciates the encouragement.", "Sam expressed appreciation for the support.", 0.8)
+    d = judge.decide("Sam appreciates the encouragement.", "Sam expressed appreciation for the support.", 0.8)
     assert (d.action, d.target) == ("delete", "b")
 
 
 def test_scorer_judge_needs_a_confident_delete():
     w = _weights("delete_a", strength=0.5)  # delete_a about 0.35: wins, but is below 0.5
     a, b = "Sam appreciates the encouragement.", "Sam expressed appreciation for the support."
-    assert ScorerJudge(scorer=RedundancyScorer(weights=w)).judge(a, b, 0.8).action == "delete"
-    assert ScorerJudge(scorer=RedundancyScorer(weights=w), min_delete_probability=0.5).judge(a, b, 0.8).action != "delete"
+    assert ScorerJudge(scorer=RedundancyScorer(weights=w)).decide(a, b, 0.8).action == "delete"
+    assert ScorerJudge(scorer=RedundancyScorer(weights=w), min_delete_probability=0.5).decide(a, b, 0.8).action != "delete"
     with pytest.raises(ValueError):
         ScorerJudge(min_delete_probability=1.5)
 
 
 def test_scorer_judge_merges_with_an_instruction_and_records_settings():
     judge = ScorerJudge(scorer=RedundancyScorer(weights=_weights("merge")))
-    d = judge.judge("Evan suggested kayaking to de-stress.", "Sam is considering kayaking next month.", 0.7)
+    d = judge.decide("Evan suggested kayaking to de-stress.", "Sam is considering kayaking next month.", 0.7)
     assert d.action == "merge" and d.merge_instruction
     assert ScorerJudge().describe()["type"] == "ScorerJudge"
     assert 0.0 <= ScorerJudge().min_delete_probability <= 1.0
@@ -119,30 +119,30 @@ def test_the_guard_behind_the_scorer_only_checks_strict_facts():
     # min_word_cover=0.0: a paraphrase delete passes the guard, a strict-fact loss would not.
     guarded = GuardedJudge(ScorerJudge(scorer=RedundancyScorer(weights=_weights("delete_a"))),
                            min_word_cover=0.0, check_merges=False)
-    d = guarded.judge("Sam appreciates the encouragement.", "Sam expressed appreciation for the support.", 0.8)
+    d = guarded.decide("Sam appreciates the encouragement.", "Sam expressed appreciation for the support.", 0.8)
     assert (d.action, d.target, d.source) == ("delete", "a", "scorer")
 
 
 def test_a_merge_floor_turns_low_similarity_merges_into_preserves():
     judge = ScorerJudge(scorer=RedundancyScorer(weights=_weights("merge")), merge_min_similarity=0.6)
     a, b = "Evan suggested kayaking to de-stress.", "Sam is considering kayaking next month."
-    assert judge.judge(a, b, 0.7).action == "merge"
-    assert judge.judge(a, b, 0.5).action == "preserve"
+    assert judge.decide(a, b, 0.7).action == "merge"
+    assert judge.decide(a, b, 0.5).action == "preserve"
 
 
 def test_default_judge_is_the_scorer_and_names_pick_the_others():
     from memrefine_edge.judging import default_judge
 
     assert default_judge().describe()["inner"]["type"] == "ScorerJudge"
-    assert default_judge("none").describe()["inner"]["type"] == "ScorerJudge"
+    assert default_judge("scorer").describe()["inner"]["type"] == "ScorerJudge"
     assert default_judge("fact").describe()["inner"]["type"] == "FactJudge"
-    assert default_judge("bundled").describe()["inner"]["type"] == "LlamaJudge"  # lazy: nothing loads here
+    assert default_judge("gguf").describe()["inner"]["type"] == "LlamaJudge"  # lazy: nothing loads here
 
 
 def test_an_unsure_merge_falls_to_the_next_action():
     w = _weights("merge", strength=0.5)  # merge about 0.35: most probable, below 0.4
     a, b = "Evan suggested kayaking to de-stress.", "Sam is considering kayaking next month."
-    assert ScorerJudge(scorer=RedundancyScorer(weights=w)).judge(a, b, 0.7).action == "merge"
-    assert ScorerJudge(scorer=RedundancyScorer(weights=w), min_merge_probability=0.4).judge(a, b, 0.7).action != "merge"
+    assert ScorerJudge(scorer=RedundancyScorer(weights=w)).decide(a, b, 0.7).action == "merge"
+    assert ScorerJudge(scorer=RedundancyScorer(weights=w), min_merge_probability=0.4).decide(a, b, 0.7).action != "merge"
     packaged = ScorerJudge()
     assert packaged.min_merge_probability == packaged.scorer.meta["min_merge_probability"]
