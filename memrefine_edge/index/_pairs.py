@@ -64,7 +64,7 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 
 from ._int8mm import default_threads
-from ._scan import _LOW, NeighbourScans, _as_codes, _as_matrix, _classes, _decode, _norms
+from ._scan import LOW_MASK, NeighbourScans, as_codes, as_matrix, decode_rows, row_norms, vector_classes
 
 __all__ = ["PairQueue"]
 
@@ -153,9 +153,9 @@ class PairQueue(NeighbourScans):
             raise ValueError(f"refill_k must be >= k ({k}), got {refill_k}")
         ids = list(ids)
         if scales is None:
-            x, self._scale = _as_matrix(vectors, rows=len(ids)), None
+            x, self._scale = as_matrix(vectors, rows=len(ids)), None
         else:
-            x, self._scale = _as_codes(vectors, scales, rows=len(ids))
+            x, self._scale = as_codes(vectors, scales, rows=len(ids))
         n, d = x.shape
         self._k = int(k)
         self._d = d
@@ -197,11 +197,11 @@ class PairQueue(NeighbourScans):
         self._row_alive = np.ones(n, dtype=bool)
         self._dead_rows = 0
         self._alive = _grown(np.ones(n, dtype=bool), cap, False)
-        self._norm = _grown(_norms(x, self._scale), cap, 0.0)
+        self._norm = _grown(row_norms(x, self._scale), cap, 0.0)
         self._norm_max = float(self._norm[:n].max()) if n else 0.0
         # Bitwise-equal vectors get one class, so a cluster of exact duplicates
         # costs one exact score per (row, distinct vector), not per partner.
-        self._cls = _grown(_classes(x, self._scale), cap, -1)
+        self._cls = _grown(vector_classes(x, self._scale), cap, -1)
         self._ncls = int(self._cls[:n].max()) + 1 if n else 0
         self._nb = np.zeros((cap, self._slots), dtype=np.int32)  # positions: int32 halves the lists
         self._ns = np.zeros((cap, self._slots), dtype=np.float64)
@@ -232,7 +232,7 @@ class PairQueue(NeighbourScans):
         # order of (-score, lo, hi, owner) in two objects instead of four (less memory per item).
         self._heap: list[tuple[float, int]] = []
         if n:
-            self._build()
+            self.build_lists()
             self._heap = [self._key(a, 0) for a in range(n) if self._len[a]]
             heapq.heapify(self._heap)
 
@@ -266,7 +266,7 @@ class PairQueue(NeighbourScans):
         top = self._settle()
         if top is None:
             return None
-        lo, hi = top[1] >> 33, (top[1] >> 1) & _LOW
+        lo, hi = top[1] >> 33, (top[1] >> 1) & LOW_MASK
         return self._ids[lo], self._ids[hi], -top[0]
 
     def pop(self) -> tuple[Hashable, Hashable, float] | None:
@@ -278,7 +278,7 @@ class PairQueue(NeighbourScans):
         if top is None:
             return None
         # The heap entry stays: its key is still an upper bound for that row.
-        lo, hi = top[1] >> 33, (top[1] >> 1) & _LOW
+        lo, hi = top[1] >> 33, (top[1] >> 1) & LOW_MASK
         self._mark(lo, hi)
         return self._ids[lo], self._ids[hi], -top[0]
 
@@ -355,11 +355,11 @@ class PairQueue(NeighbourScans):
         if v.ndim != 1 or v.shape[0] != self._d:
             raise ValueError(f"vector must have shape ({self._d},), got {np.asarray(vector).shape}")
         if scale is None:
-            v32 = stored = _as_matrix(v[None, :], rows=1)[0]
+            v32 = stored = as_matrix(v[None, :], rows=1)[0]
         else:
-            stored, sc = _as_codes(v[None, :], np.array([scale]), rows=1)
+            stored, sc = as_codes(v[None, :], np.array([scale]), rows=1)
             stored = stored[0]
-            v32 = _decode(stored[None, :], sc)[0]
+            v32 = decode_rows(stored[None, :], sc)[0]
         self._grew = True
         idx = len(self._ids)
         if idx >= self._alive.shape[0]:
@@ -398,7 +398,7 @@ class PairQueue(NeighbourScans):
         self._live += 1
         # The new row covers all its pairs (see module docstring), so older
         # lists are left alone even if the newcomer beats their k-th item.
-        self._scan([idx], self._slots)
+        self.scan_rows([idx], self._slots)
         if self._len[idx]:
             heapq.heappush(self._heap, self._key(idx, 0))
 
@@ -429,7 +429,7 @@ class PairQueue(NeighbourScans):
     def _prune_judged(self) -> None:
         """Drop judged pairs with a removed end (keys and chains): O(pairs), at compaction."""
         keys = np.fromiter(self._jkeys, dtype=np.int64, count=len(self._jkeys))
-        lo, hi = keys >> 32, keys & _LOW
+        lo, hi = keys >> 32, keys & LOW_MASK
         live = self._alive[lo] & self._alive[hi]
         if live.all():
             return
@@ -503,7 +503,7 @@ class PairQueue(NeighbourScans):
             if dry.size > self._refill_batch - 1:
                 dry = dry[np.argpartition(-self._bound[dry], self._refill_batch - 2)[: self._refill_batch - 1]]
             batch += dry.tolist()
-        self._scan(batch, self._long_slots)
+        self.scan_rows(batch, self._long_slots)
         return 0 if self._len[a] else None  # a fresh scan holds only valid partners
 
     def _settle(self) -> tuple[float, int] | None:
@@ -518,7 +518,7 @@ class PairQueue(NeighbourScans):
         while heap:
             top = heap[0]
             code = top[1]
-            a = (code >> 1) & _LOW if code & 1 else code >> 33
+            a = (code >> 1) & LOW_MASK if code & 1 else code >> 33
             if not self._alive[a]:
                 heapq.heappop(heap)
                 continue

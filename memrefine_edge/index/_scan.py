@@ -13,16 +13,16 @@ and tie contract stated in :mod:`memrefine_edge.index._pairs`.
   :func:`~memrefine_edge.index._similarity.pair_scores`, once per (row, class of
   bitwise-equal vectors), and ranked by score, then partner position: the
   lists are exact whatever the screening's summation order.
-* The build (:meth:`NeighbourScans._build`): every list at once, the upper
+* The build (:meth:`NeighbourScans.build_lists`): every list at once, the upper
   triangle of the score matrix in tiles, candidates pooled per bucket of rows
   against a running bound of each row's k-th score.
-* Row scans (:meth:`NeighbourScans._scan`): a few rows against all live rows
+* Row scans (:meth:`NeighbourScans.scan_rows`): a few rows against all live rows
   (a refill of lists that ran dry, an add). One row, or several rows of int8
   codes, are split over plain threads (:func:`_split`) in blocks of
   ``SCAN_ROWS`` / ``INT_SCAN_ROWS`` rows; scratch arrays are kept for reuse.
 
 The matrix is a float32 one, or the store's int8 codes with a float32 scale per
-row, decoded bit for bit as the store decodes them (:func:`_decode`).
+row, decoded bit for bit as the store decodes them (:func:`decode_rows`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,10 @@ import numpy as np
 from ._int8mm import BAND_BYTES, int8_products, scale_in_place
 from ._similarity import NEG_INF, pair_scores, screen_columns, screen_rows, threshold
 
-__all__ = ["NeighbourScans", "GATHER_ELEMS", "INT_SCAN_ROWS", "SCAN_ROWS"]
+# The pair queue's side of this module (:mod:`memrefine_edge.index._pairs`): the scans' base class, and the
+# checks and conversions of the vectors it is given, shared so both score rows alike.
+__all__ = ["NeighbourScans", "GATHER_ELEMS", "INT_SCAN_ROWS", "LOW_MASK", "SCAN_ROWS", "as_codes", "as_matrix",
+           "decode_rows", "row_norms", "vector_classes"]
 
 
 _U32 = 2.0**-24  # float32 unit roundoff
@@ -48,7 +51,7 @@ SCAN_ROWS = 1024
 INT_SCAN_ROWS = 4096
 
 #: Mask of a pair key's low half (keys are ``lo << 32 | hi``, see ``memrefine_edge.index._pairs._pair_key``).
-_LOW = (1 << 32) - 1
+LOW_MASK = (1 << 32) - 1
 
 
 _blas_controller: Any = None
@@ -99,7 +102,7 @@ def _split(n: int, step: int, parts: int, fn: Callable[[int, int], None]) -> Non
             f.result()
 
 
-def _as_matrix(vectors: object, *, rows: int) -> np.ndarray:
+def as_matrix(vectors: object, *, rows: int) -> np.ndarray:
     arr = np.asarray(vectors)
     if arr.ndim != 2 or arr.shape[0] != rows or (arr.shape[1] < 1 and rows > 0):
         raise ValueError(f"vectors must have shape ({rows}, d) with d >= 1, got {arr.shape}")
@@ -112,7 +115,7 @@ def _as_matrix(vectors: object, *, rows: int) -> np.ndarray:
     return out
 
 
-def _as_codes(codes: object, scales: object, *, rows: int) -> tuple[np.ndarray, np.ndarray]:
+def as_codes(codes: object, scales: object, *, rows: int) -> tuple[np.ndarray, np.ndarray]:
     arr, sc = np.asarray(codes), np.asarray(scales)
     if arr.ndim != 2 or arr.shape[0] != rows or (arr.shape[1] < 1 and rows > 0):
         raise ValueError(f"codes must have shape ({rows}, d) with d >= 1, got {arr.shape}")
@@ -126,7 +129,7 @@ def _as_codes(codes: object, scales: object, *, rows: int) -> tuple[np.ndarray, 
     return np.ascontiguousarray(arr), sc
 
 
-def _decode(codes: np.ndarray, scales: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def decode_rows(codes: np.ndarray, scales: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """float32 rows ``codes * scale``: bit for bit what the store reads back for a stored embedding
     (the int8 -> float32 cast is exact, then one float32 product per element)."""
     if out is None:
@@ -136,16 +139,16 @@ def _decode(codes: np.ndarray, scales: np.ndarray, out: np.ndarray | None = None
     return out
 
 
-def _norms(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
+def row_norms(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
     """float64 L2 norms of the (decoded) rows, in blocks (a row's norm does not depend on the block's size)."""
     out = np.empty(x.shape[0], dtype=np.float64)
     for s in range(0, x.shape[0], 512):  # 512 rows: larger blocks make large float64 temporaries
-        blk = x[s : s + 512] if scales is None else _decode(x[s : s + 512], scales[s : s + 512])
+        blk = x[s : s + 512] if scales is None else decode_rows(x[s : s + 512], scales[s : s + 512])
         out[s : s + 512] = np.linalg.norm(blk.astype(np.float64), axis=1)
     return out
 
 
-def _classes(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
+def vector_classes(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
     """A class per row, equal for bitwise-equal rows (numbered in first-seen order).
 
     Rows are grouped by a 128-bit digest and checked byte for byte against
@@ -194,9 +197,10 @@ class _Pool:
 class NeighbourScans:
     """The scans that fill a :class:`~memrefine_edge.index._pairs.PairQueue`'s neighbour lists.
 
-    The queue's base class: the build (every row at once, at construction) and the
-    row scans (refills, adds), with the exact top-k selection both end in. They
-    read and write the queue's state declared below, which the queue sets up.
+    The queue's base class: the build (:meth:`build_lists`, every row at once, at
+    construction) and the row scans (:meth:`scan_rows`: refills, adds), with the
+    exact top-k selection both end in; the queue calls those two. They read and
+    write the queue's state declared below, which the queue sets up.
     """
 
     # The queue's state the scans use (set by PairQueue.__init__; see there).
@@ -241,10 +245,10 @@ class NeighbourScans:
             e = int(nxt[e])
         return out
 
-    def _scan(self, idxs: Sequence[int], k: int) -> None:
+    def scan_rows(self, idxs: Sequence[int], k: int) -> None:
         """Recompute the neighbour lists (``k`` long) of ``idxs`` against all live entries (refills, an add).
 
-        The build scans every row at once (:meth:`_build`); this is the path for a few rows.
+        The build scans every row at once (:meth:`build_lists`); this is the path for a few rows.
         """
         n = self._nrows
         self.scans += len(idxs)
@@ -313,7 +317,7 @@ class NeighbourScans:
     def _rows(self, lo: int, hi: int, out: np.ndarray | None = None) -> np.ndarray:
         """Matrix rows ``lo..hi`` as float32 (decoded when quantised; a view otherwise)."""
         x = self._x[lo:hi]
-        return x if self._scale is None else _decode(x, self._scale[lo:hi], out)
+        return x if self._scale is None else decode_rows(x, self._scale[lo:hi], out)
 
     def _buf(self, key: Hashable, size: int, dtype: Any) -> np.ndarray:
         """A flat scratch array of at least ``size`` elements, kept for reuse under ``key``.
@@ -329,7 +333,7 @@ class NeighbourScans:
 
     def _take(self, rows: np.ndarray) -> np.ndarray:
         """Matrix rows ``rows`` as float32 (decoded when quantised)."""
-        return self._x[rows] if self._scale is None else _decode(self._x[rows], self._scale[rows])
+        return self._x[rows] if self._scale is None else decode_rows(self._x[rows], self._scale[rows])
 
     def _margin(self, idxs: np.ndarray) -> np.ndarray:
         """Per row, the BLAS error allowance: |BLAS - exact| <= d*u32*|a||b| in any summation order.
@@ -346,7 +350,7 @@ class NeighbourScans:
         r, c = screen_rows(sims, low, self._margin(blk), k)
         self._keep(blk, rows, r, c, low, k)
 
-    def _build(self) -> None:
+    def build_lists(self) -> None:
         """Every neighbour list at once (construction: all rows live, row == position).
 
         The score matrix is symmetric, so only its upper triangle is computed,
@@ -364,7 +368,7 @@ class NeighbourScans:
         margin = self._margin(np.arange(n))
         # Judged pairs (a resumed run's preserves), both ways, sorted by row: masked tile by tile.
         keys = np.fromiter(self._jkeys, dtype=np.int64, count=len(self._jkeys))
-        lo_, hi_ = keys >> 32, keys & _LOW
+        lo_, hi_ = keys >> 32, keys & LOW_MASK
         ja, jb = np.concatenate([lo_, hi_]), np.concatenate([hi_, lo_])
         del keys, lo_, hi_
         order = np.argsort(ja, kind="stable")

@@ -41,12 +41,12 @@ def test_top_k_lists_are_exact_where_blas_rounding_reorders():
 
 
 def test_rows_decode_bit_for_bit_as_the_store_reads_them():
-    from memrefine_edge.index._scan import _decode
+    from memrefine_edge.index._scan import decode_rows
 
     x = make_data("raw", 300, 24, 730)
     blobs = [encode_embedding(v) for v in x]
     codes, scales = zip(*(quantize_embedding(v) for v in x), strict=True)
-    got = _decode(np.stack(codes), np.array(scales, dtype=np.float32))
+    got = decode_rows(np.stack(codes), np.array(scales, dtype=np.float32))
     assert got.tobytes() == np.stack([decode_embedding(b) for b in blobs]).tobytes()
 
 
