@@ -134,8 +134,8 @@ class FakeBackends(Backends):
     """:class:`~memrefine_edge.engine._pipeline.Backends` that load no model.
 
     By default: :class:`HashEncoder`, the model-free judge (the default
-    redundancy scorer, or the fact judge when ``judge_model="fact"``; any
-    other model name or path is not loaded) and the deterministic merge. Pass any of
+    redundancy scorer, or the fact judge with ``judge="fact"``; a GGUF judge
+    becomes the scorer, no model is loaded) and the deterministic merge. Pass any of
     ``encoder``, ``method``, ``merger`` to use that object instead (it is
     returned as is, for every command). Hand it to
     ``memrefine_edge.engine._pipeline.build(..., backends=...)``, to the command line
@@ -150,10 +150,10 @@ class FakeBackends(Backends):
         return self._encoder if self._encoder is not None else HashEncoder()
 
     def judge(self, config: PipelineConfig) -> Judge:
-        from memrefine_edge.judging import default_judge
+        from memrefine_edge.judging import JudgeKind, default_judge
 
-        name = "fact" if config.judge_model == "fact" else "none"
-        return default_judge(name, merge_min_similarity=config.merge_min_similarity)
+        kind = JudgeKind.FACT if config.judge is JudgeKind.FACT else JudgeKind.SCORER
+        return default_judge(kind, merge_min_similarity=config.merge_min_similarity)
 
     def method(self, config: PipelineConfig) -> "Method":
         return self._method if self._method is not None else super().method(config)

@@ -9,11 +9,16 @@ factory methods make the real models; a test or an application hands
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from memrefine_edge.core import OptionConflictError
-from memrefine_edge.methods import get_method
+from memrefine_edge.core import ConfigurationError, OptionConflictError
+from memrefine_edge.judging import JudgeKind, parse_judge_model
+from memrefine_edge.methods import check_method_options, get_method, method_class
 
 if TYPE_CHECKING:  # pragma: no cover
     from memrefine_edge.backends import Encoder
@@ -22,55 +27,102 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PipelineConfig", "Pipeline", "Backends", "build"]
 
+#: The method options the config once took as fields of their own, and the flags that set them.
+_LEGACY_OPTIONS = ("tau", "protect", "keep_last_copies", "defer_last_copies")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class PipelineConfig:
-    """What a user chooses (the ``compress`` options).
+    """What a user chooses for a compression: the one options object.
 
-    ``judge_model``: ``None``/``"none"`` for the default learned redundancy
-    scorer (no language model), ``"fact"`` for the word-coverage fact judge,
-    ``"bundled"`` for the bundled GGUF, or a GGUF path
-    (:func:`memrefine_edge.judging._judge.default_judge`). ``merge_model``: a GGUF for merges
-    (``"bundled"``: the bundled one), or ``None`` for the deterministic, fact-keeping merge. ``threads``: CPU
-    threads for the models (None: encoder ``min(2, cores)``, LLM 1).
-    ``tau``/``protect`` go to the rule methods, ``merge_min_similarity`` to
-    the memrefine judge and ``keep_last_copies`` to the memrefine method
-    (None: on; False lets a delete take the store's last copy of a specific
-    word, see :mod:`memrefine_edge.text._lastcopy`) and ``defer_last_copies``
-    (True: such a delete is deferred, not merged); giving one to a method that has
-    no use for it is an :class:`OptionConflictError`.
+    The command line builds it from its flags (``memrefine compress``), the
+    evaluation from its configuration, and :func:`build` and
+    :func:`~memrefine_edge.engine.compress_store` take it.
+
+    ``method``: a registered method's name (a plugin's included);
+    ``method_options``: its options by name, checked against what the
+    method declares (:attr:`~memrefine_edge.methods.Method.options`).
+
+    ``judge`` (a :class:`~memrefine_edge.judging.JudgeKind`) and
+    ``judge_model`` (the path of a GGUF file, only with ``judge="gguf"``;
+    ``None``: the bundled GGUF) choose the judge of a method that decides
+    with one (:attr:`~memrefine_edge.methods.Method.uses_judge`, like
+    ``memrefine``); ``judge`` defaults to ``gguf`` when a ``judge_model`` is
+    given, else ``scorer`` (:func:`memrefine_edge.judging.default_judge`).
+    ``merge_min_similarity`` goes to that judge; another method refuses it
+    (:class:`OptionConflictError`). ``merge_model``: a GGUF for merges
+    (``"bundled"``: the bundled one), or ``None`` for the deterministic,
+    fact-keeping merge. ``threads``: CPU threads for the models (None:
+    encoder ``min(2, cores)``, LLM 1).
+
+    ``tau``, ``protect``, ``keep_last_copies`` and ``defer_last_copies``
+    given as keywords of their own still work (they become method options)
+    but are deprecated: give ``method_options``. So are the words ``none``,
+    ``scorer``, ``fact`` and ``bundled`` as ``judge_model``.
     """
 
     method: str = "memrefine"
-    judge_model: str | None = None
+    method_options: Mapping[str, Any] = field(default_factory=dict)
+    judge: JudgeKind | None = None
+    judge_model: str | os.PathLike[str] | None = None
     merge_model: str | None = None
     encoder_model: str | None = None
     threads: int | None = None
-    tau: float | None = None
-    protect: float | None = None
     merge_min_similarity: float | None = None
-    keep_last_copies: bool | None = None
-    defer_last_copies: bool | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    tau: InitVar[float | None] = None
+    protect: InitVar[float | None] = None
+    keep_last_copies: InitVar[bool | None] = None
+    defer_last_copies: InitVar[bool | None] = None
+
+    def __post_init__(self, tau: float | None, protect: float | None, keep_last_copies: bool | None,
+                      defer_last_copies: bool | None) -> None:
+        options = dict(self.method_options)
+        legacy = {name: value for name, value in zip(_LEGACY_OPTIONS, (tau, protect, keep_last_copies,
+                                                                         defer_last_copies), strict=True)
+                  if value is not None}
+        if legacy:
+            warnings.warn(f"PipelineConfig({', '.join(f'{k}=...' for k in legacy)}) is deprecated: give "
+                          f"method_options={{{', '.join(repr(k) + ': ...' for k in legacy)}}}", DeprecationWarning,
+                          stacklevel=3)
+            both = sorted(legacy.keys() & options.keys())
+            if both:
+                raise OptionConflictError(f"{both[0]} is given twice: as a keyword and in method_options")
+            options.update(legacy)
+        object.__setattr__(self, "method_options", MappingProxyType(options))
+        judge, model = self.judge, self.judge_model
+        named, path = parse_judge_model(model)
+        if model is not None and path is None:  # one of the command line's words, not a file
+            warnings.warn(f"PipelineConfig(judge_model={model!r}) is deprecated: give judge={named.value!r} "
+                          "(judge_model is a GGUF file)", DeprecationWarning, stacklevel=3)
+            if judge is not None and judge != named:
+                raise OptionConflictError(f"judge_model={model!r} names another judge than judge={judge!r}")
+            judge, model = named, None
+        if judge is None:
+            judge = JudgeKind.GGUF if model is not None else JudgeKind.SCORER
+        try:
+            judge = JudgeKind(judge)
+        except ValueError:
+            raise ConfigurationError(f"unknown judge {judge!r}; use one of "
+                                     f"{', '.join(k.value for k in JudgeKind)}") from None
+        if model is not None and judge is not JudgeKind.GGUF:
+            raise OptionConflictError(f"--judge-model (a GGUF file) goes with --judge gguf, not --judge {judge}")
+        object.__setattr__(self, "judge", judge)
+        object.__setattr__(self, "judge_model", model)
 
     def validate(self) -> None:
-        """Raise :class:`OptionConflictError` for options the chosen method does not take."""
-        if self.method == "memrefine":
-            if self.tau is not None or self.protect is not None:
-                raise OptionConflictError("--tau and --protect apply to the rule methods (rulesim, rulepr), "
-                                          "not memrefine")
-            if self.defer_last_copies and self.keep_last_copies is False:
-                raise OptionConflictError("--defer-last-copies needs the last-copy check: drop "
-                                          "--no-last-copy-check")
-        else:
-            if self.merge_min_similarity is not None:
-                raise OptionConflictError("--merge-min-similarity applies to --method memrefine")
-            if self.keep_last_copies is not None:
-                raise OptionConflictError("--no-last-copy-check applies to --method memrefine")
-            if self.defer_last_copies is not None:
-                raise OptionConflictError("--defer-last-copies applies to --method memrefine")
-            if self.protect is not None and self.method != "rulepr":
-                raise OptionConflictError("--protect only applies to --method rulepr")
+        """Check the method and its options against the registry (a plugin is loaded here).
+
+        :class:`~memrefine_edge.core.UnknownMethodError` (or
+        :class:`~memrefine_edge.core.PluginError`) for the method;
+        :class:`OptionConflictError` for an option the method does not take,
+        :class:`~memrefine_edge.core.MethodOptionError` for a value it does
+        not take.
+        """
+        cls = method_class(self.method)
+        check_method_options(self.method, self.method_options)
+        if self.merge_min_similarity is not None and not cls.uses_judge:
+            raise OptionConflictError(f"--merge-min-similarity applies to a method that decides with a judge "
+                                      f"(--method memrefine), not {self.method}")
 
 
 @dataclass(frozen=True)
@@ -92,12 +144,13 @@ class Backends:
         return OnnxEncoder(model_path=config.encoder_model, threads=config.threads)
 
     def judge(self, config: PipelineConfig) -> "Judge":
-        """The memrefine judge (default: fast path, the redundancy scorer, fact checks; see ``judge_model``)."""
+        """The judge of a method that decides with one: ``config.judge`` (default: fast path, the redundancy
+        scorer, fact checks; :func:`~memrefine_edge.judging.default_judge`)."""
         from memrefine_edge.judging import default_judge
 
         # The LLM defaults to one thread: with two, while another process was busy, it ran slower.
-        return default_judge(config.judge_model, merge_min_similarity=config.merge_min_similarity,
-                             n_threads=config.threads or 1)
+        return default_judge(config.judge, model_path=config.judge_model,
+                             merge_min_similarity=config.merge_min_similarity, n_threads=config.threads or 1)
 
     def merger(self, config: PipelineConfig) -> "Merger":
         """The merger: deterministic and fact-keeping, or ``merge_model`` behind the fact check."""
@@ -112,13 +165,10 @@ class Backends:
         return GuardedMerger(LlamaMerger(path, n_threads=config.threads or 1))
 
     def method(self, config: PipelineConfig) -> "Method":
-        """The compression method named by ``config.method``."""
-        if config.method == "memrefine":
-            return get_method("memrefine", judge=self.judge(config),
-                              keep_last_copies=config.keep_last_copies is not False,
-                              defer_last_copies=bool(config.defer_last_copies))
-        options = {k: v for k, v in {"tau": config.tau, "protect": config.protect}.items() if v is not None}
-        return get_method(config.method, **options, **config.extra)
+        """The method named by ``config.method``, from the registry, with ``config.method_options``; a
+        method that decides with a judge gets :meth:`judge`."""
+        judge = self.judge(config) if method_class(config.method).uses_judge else None
+        return get_method(config.method, judge=judge, **config.method_options)
 
 
 def build(config: PipelineConfig | None = None, *, backends: Backends | None = None,

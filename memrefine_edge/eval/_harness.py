@@ -59,7 +59,7 @@ from ._questions import Question, load_questions, load_samples, stratified_sampl
 
 if TYPE_CHECKING:  # pragma: no cover
     from memrefine_edge.backends import Encoder
-    from memrefine_edge.engine import Backends
+    from memrefine_edge.engine import Backends, PipelineConfig
     from memrefine_edge.judging import Merger
     from memrefine_edge.methods import Method
     from memrefine_edge.store import DecisionRecord, MemoryStore
@@ -97,8 +97,10 @@ class EvalConfig:
     metric: str = "json"
     mode: str = "paper"
     merger: str = "concat"  # "concat" (deterministic, no LLM; the compress default) or "llm" (the judge model)
-    judge_model: str | None = None  # None/"none" (the redundancy scorer), "fact", "bundled" or a GGUF path
-    merge_min_similarity: float | None = None  # memrefine's guard; None: judge.DEFAULT_MERGE_MIN_SIMILARITY
+    judge_model: str | None = None  # as --judge-model: None/"none" (the redundancy scorer), "fact", "bundled" or a GGUF
+    merge_min_similarity: float | None = None  # the judge's (methods that use one); None: the judge's default
+    #: Per method name, the options it declares (``{"rulesim": {"tau": 0.9}}``), checked from the registry.
+    method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     answer_model: str | None = None
     encoder_model: str | None = None
     text_dir: Path | None = None
@@ -106,6 +108,28 @@ class EvalConfig:
     attribution_drop: float = 0.02
     keep_stores: bool = False
     command: str = ""
+
+    def pipeline_config(self, name: str) -> "PipelineConfig":
+        """The :class:`~memrefine_edge.engine.PipelineConfig` that compresses with method ``name``.
+
+        ``judge_model`` is read as the command line reads ``--judge-model``
+        (:func:`~memrefine_edge.judging.parse_judge_model`); the judge's
+        settings go to a method that decides with one; ``merger="llm"``
+        merges with the judge's GGUF, or the bundled one.
+        """
+        from memrefine_edge.engine import PipelineConfig
+        from memrefine_edge.judging import JudgeKind, parse_judge_model
+        from memrefine_edge.methods import method_class
+
+        kind, path = parse_judge_model(self.judge_model)
+        merge_model = None
+        if self.merger == "llm":
+            # Merges written by the judge's GGUF; a judge without one (the scorer, the fact judge) uses the bundled.
+            merge_model = str(path) if kind is JudgeKind.GGUF and path is not None else "bundled"
+        uses_judge = method_class(name).uses_judge
+        return PipelineConfig(method=name, method_options=dict(self.method_options.get(name, {})), judge=kind,
+                              judge_model=path, merge_model=merge_model, threads=self.threads,
+                              merge_min_similarity=self.merge_min_similarity if uses_judge else None)
 
 
 def _methods_known(extra: Iterable[str]) -> list[str]:
@@ -129,6 +153,13 @@ def validate_config(config: EvalConfig, *, known_methods: Iterable[str] = ()) ->
     for m in config.methods:
         if m not in known:
             raise EvalError(f"unknown method {m!r}; known: {', '.join(known)}")
+    for m in config.method_options:
+        if m not in config.methods or m in FLOORS:
+            raise EvalError(f"options are given for {m!r}, which is not among the methods evaluated "
+                            f"({', '.join(config.methods)}) or takes none")
+    for m in config.methods:
+        if m not in FLOORS and m not in set(known_methods):
+            config.pipeline_config(m).validate()  # each method's options, from its declaration
     if not config.context_bytes or any(isinstance(c, bool) or not isinstance(c, int) or c < 1
                                        for c in config.context_bytes):
         raise EvalError(f"context sizes must be whole numbers of bytes >= 1, got {config.context_bytes!r}")
@@ -334,18 +365,10 @@ def _default_factory(name: str, config: EvalConfig, *, encoder: "Encoder",
                      backends: "Backends | None" = None) -> "tuple[Method, Merger | None]":
     """The method and merger of one compression, from the pipeline (fresh state each time), built by
     ``backends`` (default: the real models)."""
-    from memrefine_edge.engine import PipelineConfig, build
-    from memrefine_edge.judging import uses_gguf
+    from memrefine_edge.engine import build
 
-    merge_model = None
-    if config.merger == "llm":
-        # Merges written by the judge's GGUF; a judge without one (the scorer, the fact judge) uses the bundled GGUF.
-        merge_model = config.judge_model if uses_gguf(config.judge_model) else "bundled"
-    pipe = PipelineConfig(method=name, judge_model=config.judge_model, merge_model=merge_model,
-                          threads=config.threads,
-                          merge_min_similarity=config.merge_min_similarity if name == "memrefine" else None)
     # The run embeds with its own encoder (one per evaluation): the pipeline is built around it.
-    parts = build(pipe, backends=backends, encoder=encoder)
+    parts = build(config.pipeline_config(name), backends=backends, encoder=encoder)
     return parts.method, parts.merger
 
 
@@ -423,7 +446,7 @@ class _Run:
                 self.say(f"{sample.sid} {name} budget {budget:g}: step {p.step}, {p.size:,}/{p.target:,} B, "
                          f"{dict(p.counts)}")
 
-        merge_calls = int(getattr(merger, "stats", {}).get("llm_calls", 0))
+        merge_calls = _model_calls(merger)
         target = max(1, int(base[f"{config.metric}_bytes"] * budget))
         with MemoryStore(path, create=False) as store:
             started = time.perf_counter()
@@ -441,7 +464,7 @@ class _Run:
                            "actions": {}, "sources": {}}
                     llm = 0
                 else:
-                    llm = report.llm_calls + int(getattr(merger, "stats", {}).get("llm_calls", 0)) - merge_calls
+                    llm = report.llm_calls + _model_calls(merger) - merge_calls
                     rep = {k: getattr(report, k) for k in ("target_bytes", "budget_met", "stop_reason", "actions",
                                                            "sources")}
             secs = time.perf_counter() - started
@@ -460,6 +483,11 @@ class _Run:
                  + (f", recall@{config.k} {m['recall']['sum'] / max(1, m['recall']['n']):.3f}"
                     if sample.has_prov else ""))
         return m
+
+
+def _model_calls(merger: "Merger | None") -> int:
+    """The merger's model calls so far (none without a merger)."""
+    return int(merger.stats.get("llm_calls", 0)) if merger is not None else 0
 
 
 def run_eval(config: EvalConfig, *, encoder: "Encoder | None" = None, method_factory: MethodFactory | None = None,

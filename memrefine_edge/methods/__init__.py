@@ -1,7 +1,11 @@
 """Compression methods: who decides what happens to a proposed pair.
 
-The built-in methods are listed in one explicit table, :data:`BUILTINS`;
-:func:`register` adds a method of your own under its ``name``.
+Every method, built-in or not, is registered with :func:`register` under
+its ``name`` and declares its options (:class:`MethodOption`); the
+pipeline, the command line and the evaluation check and build it from the
+registry. Methods from other distributions are plugins in the
+:data:`ENTRY_POINT_GROUP` entry point group, loaded when their name is
+first asked for. The built-ins:
 
 * ``memrefine`` (:class:`MemRefineMethod`): the paper's judge.
 * ``rulesim`` and ``rulepr``: the paper's rule baselines.
@@ -9,44 +13,10 @@ The built-in methods are listed in one explicit table, :data:`BUILTINS`;
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from memrefine_edge.core import UnknownMethodError
-
-from ._base import Method, PairContext
+from ._base import Method, MethodOption, PairContext
 from ._memrefine import MemRefineMethod
+from ._registry import ENTRY_POINT_GROUP, check_method_options, get_method, method_class, method_names, register
 from ._rules import RulePR, RuleSim
 
-__all__ = ["Method", "PairContext", "MemRefineMethod", "RuleSim", "RulePR", "BUILTINS", "register", "get_method",
-           "method_names"]
-
-#: The methods that ship with the package, by name.
-BUILTINS: dict[str, Callable[..., Method]] = {
-    MemRefineMethod.name: MemRefineMethod,
-    RuleSim.name: RuleSim,
-    RulePR.name: RulePR,
-}
-_REGISTRY: dict[str, Callable[..., Method]] = dict(BUILTINS)
-
-
-def register(cls: type[Method]) -> type[Method]:
-    """Class decorator: make a method of your own available by its ``name``."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} has no name")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def method_names() -> list[str]:
-    """Registered method names."""
-    return sorted(_REGISTRY)
-
-
-def get_method(name: str, **options: Any) -> Method:
-    """Instantiate a registered method by name (:class:`UnknownMethodError` if there is none)."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise UnknownMethodError(f"unknown method {name!r}; known: {', '.join(method_names())}") from None
-    return factory(**options)
+__all__ = ["Method", "MethodOption", "PairContext", "MemRefineMethod", "RuleSim", "RulePR", "ENTRY_POINT_GROUP",
+           "register", "get_method", "method_class", "method_names", "check_method_options"]

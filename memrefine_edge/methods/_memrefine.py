@@ -9,13 +9,16 @@ out of candidate pairs above budget (:mod:`memrefine_edge.text._lastcopy`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from memrefine_edge.core import Decision
-from memrefine_edge.judging import merge_instruction_for
+from memrefine_edge.core import Decision, OptionConflictError
+from memrefine_edge.judging import default_judge, merge_instruction_for
 from memrefine_edge.text import LastCopies
 
-from ._base import Method, PairContext
+from ._base import Method, MethodOption, PairContext
+from ._registry import register
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
@@ -32,13 +35,31 @@ def _shown(keys: frozenset[str]) -> str:
     return ", ".join(sorted(keys)[:5]) + (", ..." if len(keys) > 5 else "")
 
 
+@register
 class MemRefineMethod(Method):
-    """The paper's method: an LLM judge (behind the fast path and fact guard) decides."""
+    """The paper's method: a judge (behind the fast path and fact guard) decides.
+
+    ``judge``: the judge that decides each pair (default:
+    :func:`~memrefine_edge.judging.default_judge`, the redundancy scorer
+    behind the fact checks, no language model).
+    """
 
     name = "memrefine"
+    uses_judge = True
+    options = MappingProxyType({
+        "keep_last_copies": MethodOption(
+            type=bool, default=True, flag="--no-last-copy-check",
+            help="refuse a delete that would take the store's last copy of a specific word (a rare word, name, "
+                 "number or date): the pair is merged instead (false lets such a delete through)"),
+        "defer_last_copies": MethodOption(
+            type=bool, default=False, flag="--defer-last-copies",
+            help="with the last-copy check: preserve such a pair instead of merging it, and take the delete only "
+                 "when no candidate pair is left above the budget"),
+    })
 
-    def __init__(self, *, judge: "Judge", keep_last_copies: bool = True, defer_last_copies: bool = False) -> None:
-        self.judge = judge
+    def __init__(self, *, judge: "Judge | None" = None, keep_last_copies: bool = True,
+                 defer_last_copies: bool = False) -> None:
+        self.judge: Judge = judge if judge is not None else default_judge()
         #: Refuse a delete that would take the store's last copy of a specific word
         #: (:mod:`memrefine_edge.text._lastcopy`): the pair is merged instead, keeping both texts.
         self.keep_last_copies = keep_last_copies
@@ -46,6 +67,13 @@ class MemRefineMethod(Method):
         #: and take the delete only if the run runs out of candidate pairs above budget (:meth:`deferred`).
         self.defer_last_copies = defer_last_copies
         self._copies: LastCopies | None = None
+
+    @classmethod
+    def validate_options(cls, values: Mapping[str, Any]) -> None:
+        """Deferring a last copy's delete needs the last-copy check."""
+        if values["defer_last_copies"] and not values["keep_last_copies"]:
+            raise OptionConflictError("defer_last_copies (--defer-last-copies) needs the last-copy check: drop "
+                                      "keep_last_copies=false (--no-last-copy-check)")
 
     @property
     def last_copies(self) -> LastCopies | None:
@@ -114,10 +142,11 @@ class MemRefineMethod(Method):
         self.judge.load()
 
     def describe(self) -> dict[str, Any]:
-        return {"judge": getattr(self.judge, "describe", lambda: type(self.judge).__name__)(),
-                "keep_last_copies": self.keep_last_copies, "defer_last_copies": self.defer_last_copies}
+        """The judge's settings and the last-copy options, recorded with the run."""
+        return {"judge": self.judge.describe(), "keep_last_copies": self.keep_last_copies,
+                "defer_last_copies": self.defer_last_copies}
 
     @property
     def llm_calls(self) -> int:
-        stats = getattr(self.judge, "stats", None) or {}
-        return int(stats.get("llm_calls", 0))
+        """The judge's model calls so far (its ``stats["llm_calls"]``)."""
+        return int(self.judge.stats.get("llm_calls", 0))

@@ -51,18 +51,19 @@ model). Every decision has ``source="rule"`` and a reason such as
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from memrefine_edge.core import Decision, RuleOptionError
+from memrefine_edge.core import Decision
 from memrefine_edge.index import similarity_matrix
 from memrefine_edge.text import normalise
 
-from ._base import Method, PairContext
+from ._base import Method, MethodOption, PairContext
+from ._registry import register
 
 if TYPE_CHECKING:  # pragma: no cover
     from memrefine_edge.store import MemoryStore
@@ -80,13 +81,9 @@ MERGE_INSTRUCTION = "Merge A and B into one entry that keeps every fact of both 
 PR_TIE = 1e-9
 
 
-def _number(value: Any, what: str, lo: float, hi: float, *, open_lo: bool = False, open_hi: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise RuleOptionError(f"{what} must be a number, got {value!r}")
-    if value < lo or value > hi or (open_lo and value == lo) or (open_hi and value == hi):
-        left, right = "(" if open_lo else "[", ")" if open_hi else "]"
-        raise RuleOptionError(f"{what} must be in {left}{lo}, {hi}{right}, got {value!r}")
-    return float(value)
+#: The delete threshold both rule methods take.
+TAU = MethodOption(type=float, default=0.8, low=-1.0, high=1.0, flag="--tau",
+                   help="similarity threshold: a pair at or above it is a delete (paper: 0.70 / 0.80 / 0.90)")
 
 
 def less_informative(pair: PairContext) -> tuple[Literal["a", "b"], str]:
@@ -123,6 +120,7 @@ def _merge(reason: str) -> Decision:
     return Decision("merge", None, merge_instruction=MERGE_INSTRUCTION, reason=reason, source="rule")
 
 
+@register
 class RuleSim(Method):
     """RuleSim (paper App. C.1): similarity ``>= tau`` -> delete the less informative entry, else merge.
 
@@ -131,9 +129,10 @@ class RuleSim(Method):
     """
 
     name = "rulesim"
+    options = MappingProxyType({"tau": TAU})
 
     def __init__(self, *, tau: float = 0.8) -> None:
-        self.tau = _number(tau, "tau", -1.0, 1.0)
+        self.tau = self.options["tau"].check("tau", tau)
 
     def decide(self, pair: PairContext) -> Decision:
         """Delete (see :func:`less_informative`) at ``s >= tau``; merge below."""
@@ -244,6 +243,7 @@ class PageRankScores:
         return self.scores.get(entry_id, 0.0)
 
 
+@register
 class RulePR(Method):
     """RulePR (paper App. B, C.2): PageRank keeps the central entry of a redundant pair; merge fallback.
 
@@ -255,17 +255,28 @@ class RulePR(Method):
     """
 
     name = "rulepr"
+    options = MappingProxyType({
+        "tau": TAU,
+        "protect": MethodOption(type=float, default=0.9, low=0.0, high=1.0, flag="--protect",
+                                help="PageRank quantile above which entries are never merge anchors (0.9: the "
+                                     "top 10%)"),
+        "damping": MethodOption(type=float, default=0.85, low=0.0, high=1.0, low_open=True, high_open=True,
+                                help="PageRank damping"),
+        "knn": MethodOption(type=int, default=5, low=1,
+                            help="neighbours per entry in the kNN graph of a store without links"),
+        "tol": MethodOption(type=float, default=1e-12, low=0.0, high=1.0, low_open=True,
+                            help="L1 convergence tolerance of the power iteration"),
+    })
 
     def __init__(
         self, *, tau: float = 0.8, protect: float = 0.9, damping: float = 0.85, knn: int = 5, tol: float = 1e-12,
     ) -> None:
-        self.tau = _number(tau, "tau", -1.0, 1.0)
-        self.protect = _number(protect, "protect", 0.0, 1.0)
-        self.damping = _number(damping, "damping", 0.0, 1.0, open_lo=True, open_hi=True)
-        if isinstance(knn, bool) or not isinstance(knn, int) or knn < 1:
-            raise RuleOptionError(f"knn must be an integer >= 1, got {knn!r}")
-        self.knn = knn
-        self.tol = _number(tol, "tol", 0.0, 1.0, open_lo=True)
+        opts = self.options
+        self.tau = opts["tau"].check("tau", tau)
+        self.protect = opts["protect"].check("protect", protect)
+        self.damping = opts["damping"].check("damping", damping)
+        self.knn = opts["knn"].check("knn", knn)
+        self.tol = opts["tol"].check("tol", tol)
         self.recomputes = 0  #: how many times PageRank was computed (for tests and benchmarks)
         self._key: tuple[Any, ...] | None = None
         self._scores: PageRankScores | None = None

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memrefine_edge.core import Decision, Entry, RuleOptionError
+from memrefine_edge.core import Decision, Entry, OptionConflictError, RuleOptionError
 from memrefine_edge.engine import Compressor
 from memrefine_edge.index import similarity_matrix
 from memrefine_edge.methods import PairContext, get_method, method_names
@@ -118,7 +118,7 @@ def test_bad_options_are_rejected(cls, opts):
 
 
 def test_rulesim_rejects_rulepr_only_options():
-    with pytest.raises(TypeError):
+    with pytest.raises(OptionConflictError, match=r"protect \(--protect\) applies to --method rulepr, not rulesim"):
         get_method("rulesim", protect=0.9)
 
 

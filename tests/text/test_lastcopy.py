@@ -304,18 +304,19 @@ def test_an_interrupted_run_resumes_to_the_same_store(tmp_path: Path, mode: str,
 
 
 def test_the_option_is_memrefine_s_and_recorded_with_the_run() -> None:
-    parts = build(PipelineConfig(keep_last_copies=False), backends=FakeBackends())
+    off, defer = {"keep_last_copies": False}, {"defer_last_copies": True}
+    parts = build(PipelineConfig(method_options=off), backends=FakeBackends())
     assert parts.method.describe()["keep_last_copies"] is False
     assert build(PipelineConfig(), backends=FakeBackends()).method.describe()["keep_last_copies"] is True
     with pytest.raises(OptionConflictError, match="--no-last-copy-check"):
-        build(PipelineConfig(method="rulesim", keep_last_copies=False), backends=FakeBackends())
-    described = build(PipelineConfig(defer_last_copies=True), backends=FakeBackends()).method.describe()
+        build(PipelineConfig(method="rulesim", method_options=off), backends=FakeBackends())
+    described = build(PipelineConfig(method_options=defer), backends=FakeBackends()).method.describe()
     assert described["defer_last_copies"] is True and described["keep_last_copies"] is True
     assert build(PipelineConfig(), backends=FakeBackends()).method.describe()["defer_last_copies"] is False
     with pytest.raises(OptionConflictError, match="--defer-last-copies"):
-        build(PipelineConfig(method="rulepr", defer_last_copies=True), backends=FakeBackends())
+        build(PipelineConfig(method="rulepr", method_options=defer), backends=FakeBackends())
     with pytest.raises(OptionConflictError, match="--no-last-copy-check"):
-        build(PipelineConfig(keep_last_copies=False, defer_last_copies=True), backends=FakeBackends())
+        build(PipelineConfig(method_options={**off, **defer}), backends=FakeBackends())
 
 
 def test_contents_reads_every_live_entry_a_page_at_a_time(tmp_path: Path) -> None:
