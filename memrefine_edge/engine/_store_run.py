@@ -54,12 +54,13 @@ def compress_store(db: Path, *, budget: float | None = None, budget_bytes: int |
                    backends: Backends | None = None, resume: bool = False, max_decisions: int | None = None,
                    min_similarity: float | None = None, progress: Callable[[Progress], None] | None = None,
                    embed_progress: Callable[[int, int], None] | None = None,
-                   store_options: dict[str, Any] | None = None) -> StoreRun:
+                   store_options: dict[str, Any] | None = None, encoder: "Encoder | None" = None) -> StoreRun:
     """Compress the store at ``db`` (which must exist) to its budget, continuing an interrupted run.
 
     ``budget`` (a ratio of the size now) or ``budget_bytes``; neither: the
     store's standing budget (a :class:`BudgetError` if it has none).
-    ``config``/``backends`` assemble the pipeline (:func:`build`);
+    ``config``/``backends`` assemble the pipeline (:func:`build`;
+    ``encoder``: one already loaded, to share between calls, instead of a new one);
     ``store_options`` go to :class:`MemoryStore` (``max_file_bytes``,
     ``synchronous``). A store whose run lock another process holds raises
     :class:`~memrefine_edge.core.RunLockedError` before any model loads; a
@@ -72,7 +73,7 @@ def compress_store(db: Path, *, budget: float | None = None, budget_bytes: int |
     check_store_file(db)  # a file that is not a store is refused untouched: no lock file made beside it
     with RunLock(db):  # fail fast: a busy store is reported before the models load (Compressor.run locks again)
         pass
-    parts = build(config, backends=backends)
+    parts = build(config, backends=backends, encoder=encoder)
     with MemoryStore(db, create=False, **(store_options or {})) as store:
         unfinished = store.journal.unfinished_run()
         # An interrupted run started with exactly this budget (by the library, say) continues as it was.

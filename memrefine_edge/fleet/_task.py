@@ -17,9 +17,10 @@ import socket
 import sqlite3
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memrefine_edge.core import MemRefineError, RunLockedError, StoreBusyError
 from memrefine_edge.engine import Backends, PipelineConfig, compress_store
@@ -27,6 +28,9 @@ from memrefine_edge.store import parse_budget
 
 from ._inputs import StoreJob
 from ._results import Outcome, StoreResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from memrefine_edge.backends import Encoder
 
 __all__ = ["FleetSettings", "compress_one"]
 
@@ -48,6 +52,19 @@ class FleetSettings:
     config: PipelineConfig = field(default_factory=lambda: PipelineConfig(threads=1))
     backends: Backends | None = None
     store_options: dict[str, Any] = field(default_factory=dict)
+    #: Names the job: a worker loads the job's encoder once and shares it between the job's stores.
+    job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+#: The encoder of the last job this process ran a store of: (job id, encoder).
+_ENCODER: list[tuple[str, "Encoder"]] = []
+
+
+def _shared_encoder(settings: FleetSettings) -> "Encoder":
+    """The job's encoder, loaded by this process's first store of the job (an encoder holds no state of a run)."""
+    if not _ENCODER or _ENCODER[0][0] != settings.job_id:
+        _ENCODER[:] = [(settings.job_id, (settings.backends or Backends()).encoder(settings.config))]
+    return _ENCODER[0][1]
 
 
 def _peak_rss_mb() -> float:
@@ -67,7 +84,7 @@ def compress_one(job: StoreJob, settings: FleetSettings) -> StoreResult:
         ratio, size = parse_budget(budget) if budget is not None else (None, None)
         done = compress_store(Path(job.path), budget=ratio, budget_bytes=size, metric=settings.metric,
                               mode=settings.mode, config=settings.config, backends=settings.backends,
-                              store_options=settings.store_options)
+                              store_options=settings.store_options, encoder=_shared_encoder(settings))
         report = done.report
         metric = report.metric
         row.outcome = Outcome.DONE
