@@ -1,4 +1,4 @@
-"""``memrefine compress|demo|undo|log|purge-history``."""
+"""``memrefine compress|methods|demo|undo|log|purge-history``."""
 
 from __future__ import annotations
 
@@ -10,14 +10,28 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memrefine_edge.core import StoreExistsError, StoreNotFoundError
 from memrefine_edge.store import copy_store
 
-from ._app import cli, current_backends, db_option, emit, json_option, log, open_store, resolve_db, store_settings
+from ._app import (
+    cli,
+    current_backends,
+    db_option,
+    emit,
+    json_option,
+    judge_choice,
+    log,
+    open_store,
+    resolve_db,
+    store_settings,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from memrefine_edge.engine import PipelineConfig
 
 
 def _progress_printer(metric: str):
@@ -126,19 +140,14 @@ def _dry_run_copy(db: Path) -> Iterator[Path]:
             signal.signal(sig, handler)
 
 
-def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_model, merge_model, encoder_model,
-                 threads, resume, max_decisions, tau=None, protect=None, min_similarity=None,
-                 merge_min_similarity=None, keep_last_copies=None, defer_last_copies=None,
-                 quiet=False) -> dict[str, Any]:
+def run_compress(db: Path, *, config: "PipelineConfig", budget: float | None, budget_bytes: int | None,
+                 metric: str | None, mode: str, resume: bool = False, max_decisions: int | None = None,
+                 min_similarity: float | None = None, quiet: bool = False) -> dict[str, Any]:
     """Open, compress, close (:func:`memrefine_edge.engine.compress_store`); returns the end report as a dict."""
-    from memrefine_edge.engine import PipelineConfig, compress_store
+    from memrefine_edge.engine import compress_store
 
     done = compress_store(
-        resolve_db(db), budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode,
-        config=PipelineConfig(method=method, judge_model=judge_model, merge_model=merge_model,
-                              encoder_model=encoder_model, threads=threads, tau=tau, protect=protect,
-                              merge_min_similarity=merge_min_similarity, keep_last_copies=keep_last_copies,
-                              defer_last_copies=defer_last_copies),
+        resolve_db(db), budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, config=config,
         backends=current_backends(), resume=resume, max_decisions=max_decisions, min_similarity=min_similarity,
         progress=None if quiet else _progress_printer(metric or "json"),
         embed_progress=None if quiet else _embed_printer(), store_options=store_settings())
@@ -147,19 +156,70 @@ def run_compress(db: Path, *, budget, budget_bytes, metric, mode, method, judge_
     return done.report.as_dict()
 
 
-_compress_options = [
-    click.option("--budget", default=None, metavar="RATIO",
-                 help="Budget as a ratio of the current size: more than 0 and at most 1 (0.5), or a percentage (50%)."),
-    click.option("--budget-bytes", default=None, metavar="SIZE",
-                 help="Budget as a size: a whole number of bytes (80000) or with a unit (80KB, 1.5MiB)."),
-    click.option("--metric", type=click.Choice(["json", "disk"]), default=None,
-                 help="Size metric the budget is measured in [default: the standing budget's, else json]."),
-    click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
-                 help="paper: stop when no candidate is left; strict: evict until the budget holds."),
-    click.option("--method", default="memrefine", show_default=True, help="Compression method."),
+#: The values of ``--judge``: :class:`~memrefine_edge.judging.JudgeKind`'s (not imported here: ``--help`` stays fast).
+JUDGE_KINDS = ("scorer", "fact", "gguf")
+#: The flags of options the built-in methods declare, by option name (any option: ``--method-option``).
+_METHOD_FLAGS = {"tau": "--tau", "protect": "--protect", "keep_last_copies": "--no-last-copy-check",
+                 "defer_last_copies": "--defer-last-copies"}
+
+
+def pipeline_config(*, method: str, method_option: tuple[str, ...] = (), judge: str | None = None,
+                    judge_model: str | None = None, merge_model: str | None = None, encoder_model: str | None = None,
+                    threads: int | None = None, merge_min_similarity: float | None = None, tau: float | None = None,
+                    protect: float | None = None, keep_last_copies: bool | None = None,
+                    defer_last_copies: bool | None = None) -> "PipelineConfig":
+    """The :class:`~memrefine_edge.engine.PipelineConfig` the compress flags stand for, checked.
+
+    ``--method-option NAME=VALUE`` (any number) sets an option the method
+    declares, read by the option's type; ``--tau``, ``--protect``,
+    ``--no-last-copy-check`` and ``--defer-last-copies`` set the built-in
+    methods' options of those names. The method (a plugin's is loaded here)
+    and every option are checked before anything runs.
+    """
+    from memrefine_edge.engine import PipelineConfig
+    from memrefine_edge.methods import method_class
+
+    cls = method_class(method)
+    options: dict[str, Any] = {}
+    for item in method_option:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="'--method-option'")
+        if name in options:
+            raise click.BadParameter(f"{name} is given twice", param_hint="'--method-option'")
+        options[name] = cls.options[name].parse(name, text) if name in cls.options else text
+    flagged = {"tau": tau, "protect": protect, "keep_last_copies": keep_last_copies,
+               "defer_last_copies": defer_last_copies}
+    for name, value in flagged.items():
+        if value is None:
+            continue
+        if name in options:
+            raise click.UsageError(f"give {_METHOD_FLAGS[name]} or --method-option {name}=..., not both")
+        options[name] = value
+    kind, model = judge_choice(judge, judge_model)
+    config = PipelineConfig(method=method, method_options=options, judge=kind, judge_model=model,
+                            merge_model=merge_model, encoder_model=encoder_model, threads=threads,
+                            merge_min_similarity=merge_min_similarity)
+    config.validate()
+    return config
+
+
+_pipeline_options = [
+    click.option("--method", default="memrefine", show_default=True,
+                 help="Compression method: memrefine, rulesim, rulepr, or a plugin's (`memrefine methods` lists "
+                      "them, with their options)."),
+    click.option("--method-option", "method_option", multiple=True, metavar="NAME=VALUE",
+                 help="An option the method declares (repeatable), e.g. --method-option tau=0.9. A value the "
+                      "option does not take is an error (exit 1); a name the method does not declare is a usage "
+                      "error (exit 2)."),
+    click.option("--judge", type=click.Choice(JUDGE_KINDS), default=None,
+                 help="The judge of memrefine: scorer (the default: the learned redundancy scorer, no LLM), fact "
+                      "(word-coverage rules) or gguf (a GGUF model, the bundled SmolLM2-135M unless "
+                      "--judge-model names one)."),
     click.option("--judge-model", type=click.Path(dir_okay=False), default=None,
-                 help="Judge: 'none' (the default: the learned redundancy scorer, no LLM), 'fact' (word-coverage "
-                      "rules), 'bundled' (the SmolLM2-135M GGUF) or a GGUF path."),
+                 help="A GGUF judge model file (implies --judge gguf). For compatibility it also takes the words "
+                      "'none' (--judge scorer), 'fact' (--judge fact) and 'bundled' (--judge gguf)."),
     click.option("--merge-min-similarity", type=click.FloatRange(-1, 1), default=None,
                  help="memrefine: merge only at or above this cosine [default: the scorer's own decision; 0.5 "
                       "for 'fact' and GGUF judges, which merge distinct-fact pairs at or above it]."),
@@ -176,11 +236,25 @@ _compress_options = [
     click.option("--encoder-model", type=click.Path(dir_okay=False), default=None, help="ONNX encoder file."),
     click.option("--threads", type=click.IntRange(1, 64), default=None,
                  help="CPU threads for the models [default: encoder min(2, cores), LLM 1]."),
+    click.option("--tau", type=float, default=None,
+                 help="rulesim/rulepr: similarity threshold for deletes (--method-option tau=...)."),
+    click.option("--protect", type=float, default=None,
+                 help="rulepr: PageRank percentile above which entries are never merge anchors "
+                      "(--method-option protect=...)."),
+]
+
+_compress_options = [
+    click.option("--budget", default=None, metavar="RATIO",
+                 help="Budget as a ratio of the current size: more than 0 and at most 1 (0.5), or a percentage (50%)."),
+    click.option("--budget-bytes", default=None, metavar="SIZE",
+                 help="Budget as a size: a whole number of bytes (80000) or with a unit (80KB, 1.5MiB)."),
+    click.option("--metric", type=click.Choice(["json", "disk"]), default=None,
+                 help="Size metric the budget is measured in [default: the standing budget's, else json]."),
+    click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
+                 help="paper: stop when no candidate is left; strict: evict until the budget holds."),
+    *_pipeline_options,
     click.option("--min-similarity", type=click.FloatRange(-1, 1), default=None,
                  help="Stop proposing pairs below this cosine [default: none, as in the paper]."),
-    click.option("--tau", type=float, default=None, help="rulesim/rulepr: similarity threshold for deletes."),
-    click.option("--protect", type=float, default=None,
-                 help="rulepr: PageRank percentile above which entries are never merge anchors."),
 ]
 
 
@@ -200,9 +274,8 @@ def _apply(options):
 @click.option("--dry-run", is_flag=True, help="Run on a temporary copy and report; the store is not touched.")
 @click.option("--max-decisions", type=click.IntRange(1), default=None, help="Stop after N decisions (resumable).")
 @json_option
-def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, merge_min_similarity, keep_last_copies,
-             defer_last_copies, merge_model, encoder_model, threads, min_similarity, tau, protect, resume, dry_run,
-             max_decisions, as_json) -> None:
+def compress(db_path, budget, budget_bytes, metric, mode, min_similarity, resume, dry_run, max_decisions, as_json,
+             **choices) -> None:
     """Compress the store to its budget (continues an interrupted run).
 
     Without --budget/--budget-bytes the store's standing budget is used
@@ -219,11 +292,9 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
 
     budget = parse_ratio(budget) if budget is not None else None
     budget_bytes = parse_size(budget_bytes) if budget_bytes is not None else None
-    kwargs = dict(budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, method=method,
-                  judge_model=judge_model, merge_model=merge_model, encoder_model=encoder_model, threads=threads,
-                  resume=resume, max_decisions=max_decisions, tau=tau, protect=protect,
-                  min_similarity=min_similarity, merge_min_similarity=merge_min_similarity,
-                  keep_last_copies=keep_last_copies, defer_last_copies=defer_last_copies)
+    config = pipeline_config(**choices)
+    kwargs = dict(config=config, budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, resume=resume,
+                  max_decisions=max_decisions, min_similarity=min_similarity)
     if dry_run:
         with _dry_run_copy(db) as copy:
             report = run_compress(copy, **kwargs)
@@ -231,6 +302,50 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
     else:
         report = run_compress(db, **kwargs)
     emit(report, as_json, _human(report))
+
+
+@cli.command("methods")
+@json_option
+def methods_cmd(as_json) -> None:
+    """List the compression methods, built-in and from plugins, with the options each declares.
+
+    A plugin is a distribution that names a Method class in the
+    `memrefine_edge.methods` entry point group; it is loaded here and
+    whenever `--method` names it. A plugin that fails to load is listed
+    with its error (exit 1).
+    """
+    from memrefine_edge.core import PluginError
+    from memrefine_edge.methods import method_class, method_names
+
+    rows: list[dict[str, Any]] = []
+    broken = []
+    for name in method_names():
+        try:
+            cls = method_class(name)
+        except PluginError as exc:
+            rows.append({"name": name, "error": str(exc)})
+            broken.append(str(exc))
+            continue
+        module = ".".join(part for part in cls.__module__.split(".") if not part.startswith("_"))
+        rows.append({"name": name, "class": f"{module}.{cls.__qualname__}", "uses_judge": cls.uses_judge,
+                     "options": [{"name": key, "type": opt.type.__name__, "default": opt.default, "help": opt.help,
+                                  "accepts": opt.describe(), "flag": opt.flag} for key, opt in cls.options.items()]})
+    lines = []
+    for row in rows:
+        if "error" in row:
+            lines.append(f"{row['name']}  (failed to load: see the error below)")
+            continue
+        judge = "; decides with the judge (--judge, --judge-model)" if row["uses_judge"] else ""
+        lines.append(f"{row['name']}  {row['class']}{judge}")
+        for opt in row["options"]:
+            flag = f"  ({opt['flag']})" if opt["flag"] else ""
+            lines.append(f"  {opt['name']}: {opt['accepts']}{flag}")
+            lines.append(f"      {opt['help']}")
+    emit({"methods": rows}, as_json, "\n".join(lines))
+    for message in broken:
+        click.echo(f"Error: {message}", err=True)
+    if broken:
+        raise SystemExit(1)
 
 
 @cli.command()
@@ -242,6 +357,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, method, judge_model, m
 @json_option
 def demo(budget, db_path, threads, as_json) -> None:
     """Import the bundled sample memory store and compress it with the default models."""
+    from memrefine_edge.engine import PipelineConfig
     from memrefine_edge.store import MemoryStore, import_file, parse_ratio, sample_path
 
     budget = parse_ratio(budget)
@@ -252,9 +368,8 @@ def demo(budget, db_path, threads, as_json) -> None:
         with MemoryStore(db) as store:
             imported = import_file(store, sample_path(), format="jsonl")
         log(f"imported the bundled sample ({imported.imported} entries) into {db}")
-        report = run_compress(db, budget=budget, budget_bytes=None, metric="json", mode="paper", method="memrefine",
-                              judge_model=None, merge_model=None, encoder_model=None, threads=threads,
-                              resume=False, max_decisions=None)
+        report = run_compress(db, config=PipelineConfig(threads=threads), budget=budget, budget_bytes=None,
+                              metric="json", mode="paper")
         with MemoryStore(db, create=False) as store:
             decisions = store.journal.decisions(report["run_id"]) if report["run_id"] else []
     examples = [

@@ -29,7 +29,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -195,13 +195,21 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
         # SQLite's data_version when this connection last checked its file before a commit: unchanged
         # means no other connection has committed since (see _release_log).
         self._others_version = self.data_version()
-        #: Called with the store after every committed add (see upkeep.Upkeep).
+        #: Called with the store after every committed add (see the engine's Upkeep).
         self.after_add: list[Callable[["MemoryStore"], object]] = []
+        #: Called with the store when an add begins; each returns a context manager left when that add
+        #: ends, committed or not (the engine's Upkeep: its worker steps aside while an add runs).
+        self.add_guards: list[Callable[["MemoryStore"], AbstractContextManager[object]]] = []
+        #: Called with the store when :meth:`close` begins, before the file is closed (the engine's
+        #: Upkeep stops its worker there).
+        self.before_close: list[Callable[["MemoryStore"], object]] = []
 
     # --- lifecycle -----------------------------------------------------------
 
     def close(self) -> None:
-        """Checkpoint the WAL and close the file."""
+        """Stop what runs on the store's behalf (:attr:`before_close`), checkpoint the WAL and close the file."""
+        for hook in list(self.before_close):
+            hook(self)
         if not self.read_only:
             if self._file.change() is not None:
                 self._release_log()
@@ -506,6 +514,17 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
             raise ValueError("unknown_links must be 'error' or 'drop'")
         if isinstance(entries, Entry) or not isinstance(entries, Iterable):
             raise InvalidEntryError(f"add_many takes an iterable of entries, got {type(entries).__name__}")
+        with ExitStack() as guards:
+            for guard in list(self.add_guards):
+                guards.enter_context(guard(self))
+            out = self._add_batch(entries, unknown_links)
+        if not self._in_tx:  # only once the entries are committed, never inside a decision
+            for hook in list(self.after_add):
+                hook(self)
+        return out
+
+    def _add_batch(self, entries: Iterable[Entry], unknown_links: str) -> list[Entry]:
+        """The work of :meth:`add_many`: validate, check the ids and links, insert and commit."""
         batch = [validate_entry(e) for e in entries]
         seen: set[str] = set()
         for e in batch:
@@ -525,9 +544,6 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
                 out.append(replace(e, links=links))
             for e in out:
                 self._insert(e)
-        if not self._in_tx:  # only once the entries are committed, never inside a decision
-            for hook in list(self.after_add):
-                hook(self)
         return out
 
     def _insert(self, e: Entry, *, seq: int | None = None) -> None:
