@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,15 +91,15 @@ TEMPLATES = ("{name} took up {hobby} in {city} in {year}.",
 # --- the streams ------------------------------------------------------------------------------
 
 
-def distinct_facts(n: int, *, seed: int = 0) -> list[dict]:
-    """``n`` distinct facts as entry dicts (id, content), deterministic; at most 4 x 60 x 40 x 40 x 45."""
+def distinct_facts(n: int, *, seed: int = 0) -> Iterator[dict]:
+    """``n`` distinct facts as entry dicts (id, content), deterministic, made as they are read (the
+    stream's text does not sit in the measured process); at most 4 x 60 x 40 x 40 x 45."""
     space = len(TEMPLATES) * len(NAMES) * len(HOBBIES) * len(CITIES) * len(YEARS)
     if n > space:
         raise ValueError(f"at most {space:,} distinct facts")
     step = 2_654_435_761  # coprime with the space (odd and not a multiple of 3 or 5): a permutation
     assert all(step % p for p in (2, 3, 5)), "the step must be coprime with the index space"
     offset = random.Random(seed).randrange(space)
-    out = []
     for i in range(n):
         j = (offset + i * step) % space
         j, y = divmod(j, len(YEARS))
@@ -106,8 +107,7 @@ def distinct_facts(n: int, *, seed: int = 0) -> list[dict]:
         j, h = divmod(j, len(HOBBIES))
         t, m = divmod(j, len(NAMES))
         text = TEMPLATES[t].format(name=NAMES[m], hobby=HOBBIES[h], city=CITIES[c], year=YEARS[y])
-        out.append({"id": f"fact-{i}", "content": text[0].upper() + text[1:]})
-    return out
+        yield {"id": f"fact-{i}", "content": text[0].upper() + text[1:]}
 
 
 def _locomo_json() -> Path:
@@ -115,14 +115,14 @@ def _locomo_json() -> Path:
     return folder / "locomo-dev.json" if folder.is_dir() else folder
 
 
-def locomo_stream(n: int, path: Path) -> list[list[dict]]:
+def locomo_stream(n: int, path: Path) -> Iterator[list[dict]]:
     """The dev conversations' turns in sessions (entry dicts), repeated with renamed speakers up to ``n``."""
     from memrefine_edge.store import parse_file
 
     samples = json.loads(path.read_text(encoding="utf-8"))
     entries, _ = parse_file(path, format="locomo-turns")
     speakers = {s["sample_id"]: (s["conversation"]["speaker_a"], s["conversation"]["speaker_b"]) for s in samples}
-    sessions: list[list[dict]] = []
+    session: list[dict] = []
     total, rnd = 0, 0
     while total < n:
         current: tuple[str, int] | None = None
@@ -136,22 +136,32 @@ def locomo_stream(n: int, path: Path) -> list[list[dict]]:
                     new = NAMES[(rnd * 7 + k * 31 + len(sid)) % len(NAMES)]
                     content = re.sub(rf"\b{re.escape(old)}\b", new, content)
             key = (sid, int(e.metadata["session"]))
-            if key != current:
-                sessions.append([])
-                current = key
+            if key != current and session:
+                yield session
+                session = []
+            current = key
             pid = f"r{rnd}:{e.id}" if rnd else e.id
-            sessions[-1].append({"id": pid, "content": content, "timestamps": list(e.timestamps),
-                                 "provenance": list(e.provenance), "metadata": dict(e.metadata)})
+            session.append({"id": pid, "content": content, "timestamps": list(e.timestamps),
+                            "provenance": list(e.provenance), "metadata": dict(e.metadata)})
             total += 1
         rnd += 1
-    return sessions
+    if session:
+        yield session
 
 
-def _sessions(stream: str, n: int) -> list[list[dict]]:
-    if stream == "facts":
-        facts = distinct_facts(n)
-        return [facts[i:i + 50] for i in range(0, n, 50)]
-    return locomo_stream(n, _locomo_json())
+def _sessions(stream: str, n: int) -> Iterator[list[dict]]:
+    """The stream's sessions, made as they are read: facts in sessions of 50, LoCoMo in its own."""
+    if stream == "locomo":
+        yield from locomo_stream(n, _locomo_json())
+        return
+    session: list[dict] = []
+    for fact in distinct_facts(n):
+        session.append(fact)
+        if len(session) == 50:
+            yield session
+            session = []
+    if session:
+        yield session
 
 
 def _queries(stream: str) -> list[str]:
@@ -184,7 +194,7 @@ def child(spec: dict) -> dict:
     )
     from memrefine_edge.eval import UpkeepKeeper, passes_summary, percentile, replay
 
-    batches = [[_entry(d) for d in s] for s in _sessions(spec["stream"], spec["n"])]
+    batches = ([_entry(d) for d in s] for s in _sessions(spec["stream"], spec["n"]))
     queries = _queries(spec["stream"])
     every = max(2, spec["n"] // 300)
     search_ms: list[float] = []
