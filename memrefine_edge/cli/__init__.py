@@ -11,7 +11,16 @@ heavy runtime (onnxruntime, llama_cpp) at import time, so ``--help`` stays fast.
 
 from __future__ import annotations
 
-from . import _budget_cmds, _compress_cmds, _eval_cmds, _fleet_cmds, _judge_cmds, _model_cmds, _store_cmds  # noqa: F401
+from . import (  # noqa: F401
+    _budget_cmds,
+    _changes_cmds,
+    _compress_cmds,
+    _eval_cmds,
+    _fleet_cmds,
+    _judge_cmds,
+    _model_cmds,
+    _store_cmds,
+)
 from ._app import cli, main
 
 __all__ = ["cli", "main"]

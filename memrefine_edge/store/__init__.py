@@ -23,6 +23,17 @@ from ._budget import (
     resolve_target,
     set_budget,
 )
+from ._changes import (
+    CHANGE_FORMATS,
+    Change,
+    ChangePlan,
+    ChangeSet,
+    apply_to_records,
+    describe_changes,
+    plan_changes,
+    read_changes,
+    store_identity,
+)
 from ._core import MemoryStore
 from ._export import EXPORT_DROPPED, EXPORT_FORMATS, UserIds, export_file, user_ids
 from ._files import APPLICATION_ID, check_path_kind, check_store_file, copy_store, create_store_file
@@ -38,5 +49,7 @@ __all__ = [
     "check_store_file", "clear_budget", "copy_store", "create_store_file", "export_jsonl", "get_budget",
     "import_file", "json_lines", "load_sample", "parse_budget", "parse_file", "parse_ratio", "parse_size",
     "quantize_embedding", "resolve_target", "sample_path", "set_budget", "stored_embedding_bytes",
-    "EXPORT_DROPPED", "EXPORT_FORMATS", "UserIds", "export_file", "user_ids",
+    "CHANGE_FORMATS", "Change", "ChangePlan", "ChangeSet", "EXPORT_DROPPED", "EXPORT_FORMATS", "UserIds",
+    "apply_to_records", "describe_changes", "export_file", "plan_changes", "read_changes", "store_identity",
+    "user_ids",
 ]
