@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 API_PAGE = ROOT / "docs" / "reference" / "api.md"
-STAGES = ["core", "text", "index", "backends", "store", "judging", "methods", "engine", "eval", "cli"]
+STAGES = ["core", "text", "index", "backends", "store", "judging", "methods", "engine", "eval", "fleet", "cli"]
 _NAMES = re.compile(r"<!-- api:names ([\w.]+)\s+([^>]*?)\s*-->", re.S)
 
 
