@@ -52,7 +52,9 @@ def changes_cmd(run_ids: tuple[str, ...], since: str | None, fmt: str, output: P
     changes.write(None if to_stdout else output)
     counts = changes.counts()
     runs = ", ".join(changes.runs) or "none"
-    summary = (f"{counts['update']} updates and {counts['delete']} deletes ({fmt}) from runs {runs}"
+    plural = {k: "" if n == 1 else "s" for k, n in counts.items()}
+    summary = (f"{counts['update']} update{plural['update']} and {counts['delete']} delete{plural['delete']} "
+               f"({fmt}) from runs {runs}"
                + "".join(f"; run {r} was undone: no operations" for r in changes.undone))
     if to_stdout:
         log(summary)
