@@ -130,10 +130,10 @@ def test_import_compress_search_upkeep_and_context_eval_run_without_llama_cpp(no
     with MemoryStore(tmp_path / "live.db") as store:
         comp = Compressor(store, encoder=encoder, method=MemRefineMethod(judge=default_judge()),
                           merger=GuardedMerger(None))
-        Upkeep(comp, high_bytes=1_500, low_bytes=1_000).install()
+        upkeep = Upkeep(comp, high_bytes=1_500, low_bytes=1_000).install()
         for i in range(12):
             store.add(Entry(id=f"n{i}", content=f"Ana adopted a grey cat named Pixel in May {2000 + i % 2}."))
-        assert store.stats().json_bytes <= 1_500
+        assert upkeep.wait_idle() and store.stats().json_bytes <= 1_500
 
     data = tmp_path / "locomo-tiny.json"
     turns = [{"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(

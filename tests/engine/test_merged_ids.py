@@ -225,8 +225,11 @@ def test_upkeep_merges_reused_ids_and_every_add_succeeds(tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             store.add(SECOND[0])
+            assert upkeep.wait_idle()
             store.add(SECOND[1])  # over the watermark: the pass merges the two notes
+            assert upkeep.wait_idle()
             store.add(Entry(id="other:3", content="Lena repaired her blue bicycle."))
+            assert upkeep.wait_idle()
         assert [r.actions.get("merge", 0) for r in upkeep.reports].count(1) == 1
         assert "other:3" in store and len(set(merged_ids(store))) == 2
 
@@ -250,10 +253,12 @@ def test_an_add_never_raises_after_its_entry_was_stored(tmp_path):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             returned = store.add(entry)  # the pass fails: the add, committed, must not look failed
+            assert upkeep.wait_idle()  # the worker's warnings are issued on the caller's thread
         assert returned.id == "late" and "late" in store
         assert isinstance(upkeep.error, ConfigurationError)
         assert [str(w.message) for w in caught if "upkeep" in str(w.message)], [str(w.message) for w in caught]
         with warnings.catch_warnings(record=True) as again:
             warnings.simplefilter("always")
             store.add(Entry(id="later", content="Another memory over the watermark."))
+            assert upkeep.wait_idle()
         assert "later" in store and not [w for w in again if "upkeep" in str(w.message)]  # said once

@@ -62,7 +62,7 @@ def test_the_upkeep_example_installs_a_hook_that_compresses_as_entries_come(tmp_
         size = store.running_size("json")
         upkeep.high_bytes, upkeep.low_bytes = size - 1, size // 2
         store.add(Entry(id="x", content="Ben adopted a grey cat named Pixel."))  # above the watermark: a pass
-        assert len(upkeep.reports) == 1 and store.running_size("json") <= size // 2
+        assert upkeep.wait_idle() and len(upkeep.reports) == 1 and store.running_size("json") <= size // 2
     finally:
         store.close()
 
