@@ -131,13 +131,18 @@ def compress_cmd(stores, pattern, manifest, budget, metric, mode, encoder_model,
     finished = 0
     interrupted = False
     with ResultWriter(path) as writer:
+        try:  # starts or joins Ray: a cluster that cannot be joined leaves no result file
+            rows = compress_many(itertools.chain.from_iterable(sources), budget=budget, metric=metric, mode=mode,
+                                 config=config, backends=current_backends(), address=address, num_cpus=num_cpus,
+                                 window=window, max_retries=max_retries, store_options=store_settings())
+        except BaseException:
+            writer.close()
+            path.unlink()
+            raise
         log(f"fleet: writing one row per store to {path}")
         progress = _Progress(total)
         try:
-            for row in compress_many(itertools.chain.from_iterable(sources), budget=budget, metric=metric,
-                                     mode=mode, config=config, backends=current_backends(), address=address,
-                                     num_cpus=num_cpus, window=window, max_retries=max_retries,
-                                     store_options=store_settings()):
+            for row in rows:
                 writer.write(row)
                 progress.add(row)
                 finished += 1

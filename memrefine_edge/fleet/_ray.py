@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from memrefine_edge.core import MissingExtraError
+from memrefine_edge.core import ConfigurationError, MissingExtraError
 
 from ._inputs import StoreJob
 from ._results import Outcome, StoreResult
@@ -38,6 +39,7 @@ from ._task import FleetSettings, compress_one
 __all__ = ["require_ray", "run_on_ray"]
 
 _POLL_S = 0.25
+_CONNECT_S = 5.0
 
 
 def require_ray() -> Any:
@@ -72,13 +74,31 @@ def _catch_ctrl_c(stop: _Stop) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _reachable(address: str) -> None:
+    """Refuse an address nothing answers at, at once (Ray itself retries for minutes)."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigurationError(f"--address {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=_CONNECT_S).close()
+    except OSError as exc:
+        raise ConfigurationError(f"no Ray cluster answers at {address} ({exc.strerror or exc}); check --address, "
+                                 "or leave it out to run on this machine") from None
+
+
 def _connect(ray: Any, *, address: str | None, num_cpus: int | None) -> bool:
     """Start or join Ray; whether this job started it (and so stops it at the end)."""
     if ray.is_initialized():
         return False
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
     if address:
-        ray.init(address=address, **quiet)
+        _reachable(address)
+        try:
+            ray.init(address=address, **quiet)
+        except ConnectionError as exc:
+            raise ConfigurationError(f"cannot join the Ray cluster at {address}: {exc}") from None
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, **quiet)
     return True
@@ -106,10 +126,17 @@ def run_on_ray(jobs: Iterator[StoreJob], settings: FleetSettings, *, address: st
     """Run :func:`~memrefine_edge.fleet._task.compress_one` on Ray for each job; rows as stores end.
 
     ``window``: tasks in flight at most (default: twice the cluster's CPUs).
-    Raises :class:`KeyboardInterrupt` after the last row when Ctrl-C stopped the job.
+    Ray is started or joined here, before the first row is asked for (a
+    cluster that cannot be joined fails now); the rows' generator raises
+    :class:`KeyboardInterrupt` after the last row when Ctrl-C stopped the job.
     """
     ray = require_ray()
     started = _connect(ray, address=address, num_cpus=num_cpus)
+    return _rows(ray, started, jobs, settings, window=window, max_retries=max_retries)
+
+
+def _rows(ray: Any, started: bool, jobs: Iterator[StoreJob], settings: FleetSettings, *, window: int | None,
+          max_retries: int) -> Iterator[StoreResult]:
     stop = _Stop()
     pending: dict[Any, StoreJob] = {}
     try:

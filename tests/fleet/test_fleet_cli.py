@@ -104,6 +104,29 @@ def test_a_store_that_fails_makes_the_job_exit_1_after_the_others_are_done(tmp_p
     assert rows == {paths[0].name: Outcome.DONE, "gone.db": Outcome.FAILED, paths[1].name: Outcome.DONE}
 
 
+def test_address_runs_the_job_on_a_running_cluster(tmp_path, local_ray):
+    paths = make_fleet(tmp_path / "stores", 2)
+    address = local_ray.get_runtime_context().gcs_address  # this session's Ray, as a cluster to join
+    argv = [sys.executable, str(REPO / "tests/support/cli_fake_models.py"), "fleet", "compress", *map(str, paths),
+            "--budget", "0.6", "--address", address, "--results", str(tmp_path / "r.jsonl")]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(read_results(tmp_path / "r.jsonl"))
+    assert [r.outcome for r in rows] == [Outcome.DONE] * 2 and all(r.budget_met for r in rows)
+
+
+def test_an_address_nothing_answers_at_fails_at_once_and_writes_nothing(tmp_path, local_ray):
+    store = make_fleet(tmp_path / "stores", 1)[0]
+    before = store.read_bytes()
+    argv = [sys.executable, str(REPO / "tests/support/cli_fake_models.py"), "fleet", "compress", str(store),
+            "--budget", "0.6", "--address", "127.0.0.1:9", "--results", str(tmp_path / "r.jsonl")]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [proc.stderr.splitlines()[0]] and proc.stderr.startswith(
+        "Error: no Ray cluster answers at 127.0.0.1:9")
+    assert not (tmp_path / "r.jsonl").exists() and store.read_bytes() == before
+
+
 def test_report_refuses_a_file_that_is_not_a_result_file(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text("hello\n")

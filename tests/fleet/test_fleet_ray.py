@@ -4,6 +4,7 @@ store ends as if never killed, a locked store skipped, bad paths reported while 
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,21 @@ def test_a_store_held_by_another_writers_run_lock_is_skipped_and_the_others_done
     assert snapshot(held) == before
     assert [rows[p.name].outcome for p in (paths[0], paths[2])] == [Outcome.DONE, Outcome.DONE]
     assert _run([held])[held.name].budget_met  # the next job does it
+
+
+def test_a_store_its_assistant_keeps_busy_is_skipped_after_the_busy_timeout_not_waited_on(tmp_path):
+    paths = make_fleet(tmp_path / "stores", 2)
+    held = paths[0]
+    writer = sqlite3.connect(held, isolation_level=None)  # the assistant, in the middle of a long write
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        rows = _run(paths, store_options={"busy_timeout_ms": 500})
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert rows[held.name].outcome is Outcome.SKIPPED and "locked by another process" in rows[held.name].error
+    assert rows[paths[1].name].outcome is Outcome.DONE
+    assert snapshot(held)[2] == 0  # no run was started on it
 
 
 def _corrupt_copy(src: Path, dst: Path) -> Path:
