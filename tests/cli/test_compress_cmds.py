@@ -285,10 +285,10 @@ def test_a_dry_run_does_not_record_a_budget(tmp_path):
 
 @pytest.mark.parametrize("flag, option, value, refusals", [
     ("--no-last-copy-check", "keep_last_copies", False,
-     [(["--method", "rulesim"], "--no-last-copy-check applies to --method memrefine")]),
+     [(["--method", "rulesim"], "(--no-last-copy-check) applies to --method memrefine, not rulesim")]),
     ("--defer-last-copies", "defer_last_copies", True,
-     [(["--method", "rulesim"], "--defer-last-copies applies to --method memrefine"),
-      (["--no-last-copy-check"], "--defer-last-copies needs the last-copy check")]),
+     [(["--method", "rulesim"], "(--defer-last-copies) applies to --method memrefine, not rulesim"),
+      (["--no-last-copy-check"], "(--defer-last-copies) needs the last-copy check")]),
 ])
 def test_a_last_copy_option_is_recorded_with_the_run_and_refused_where_it_does_not_apply(tmp_path, flag, option,
                                                                                          value, refusals):
