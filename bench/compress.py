@@ -300,6 +300,7 @@ def child(spec: dict) -> dict:
                 method, merger = _fake_method(), FakeMerger()
         else:
             from memrefine_edge.engine import PipelineConfig, build
+            from memrefine_edge.judging import parse_judge_model
             from memrefine_edge.store import import_file, load_sample
 
             if spec["store"] == "sample":
@@ -307,9 +308,11 @@ def child(spec: dict) -> dict:
             else:
                 import_file(store, LOCOMO, format="locomo-turns", sample_id=SAMPLE_ID)
             enc_model = spec.get("encoder_model")
-            parts = build(PipelineConfig(method=spec["method"], judge_model=spec.get("judge_model"),
-                                         encoder_model=str(REPO / "models" / enc_model) if enc_model else None,
-                                         keep_last_copies=spec.get("keep_last_copies")))
+            judge, judge_model = parse_judge_model(spec.get("judge_model"))  # as --judge-model reads it
+            options = {"keep_last_copies": spec["keep_last_copies"]} if "keep_last_copies" in spec else {}
+            parts = build(PipelineConfig(method=spec["method"], method_options=options, judge=judge,
+                                         judge_model=judge_model,
+                                         encoder_model=str(REPO / "models" / enc_model) if enc_model else None))
             encoder, method, merger = parts.encoder, parts.method, parts.merger
         marks["store+models built"] = round(_rss_mb(), 1)
         marks["hwm before run"] = round(_hwm_mb(), 1)

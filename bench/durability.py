@@ -48,7 +48,7 @@ def measure(sync: str, folder: Path, n: int) -> dict:
             store.add(_entry(i))
             lat.append((time.perf_counter() - t) * 1000)
         store.add_many(_entry(i) for i in range(500, 1000))
-        parts = build(PipelineConfig(judge_model="none"), backends=FakeBackends())
+        parts = build(PipelineConfig(judge="scorer"), backends=FakeBackends())
         t = time.perf_counter()
         report = Compressor(store, encoder=parts.encoder, method=parts.method, merger=parts.merger).run(budget=0.5)
         compress_s = time.perf_counter() - t

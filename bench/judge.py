@@ -106,7 +106,7 @@ def evaluate(name: str, judge: Judge, pairs: list[DevPair], sims: list[float]) -
     for p, s in zip(pairs, sims):
         t0 = time.perf_counter()
         try:
-            d = judge.judge(p.a, p.b, s)
+            d = judge.decide(p.a, p.b, s)
         except JudgeOutputError:  # "LLM alone" rows: an invalid output is a preserve, counted
             invalid += 1
             d = Decision("preserve", None, source="fallback")

@@ -41,7 +41,7 @@ BUDGETS = (1.0, 0.7, 0.6, 0.5, 0.4, 0.3)
 def _factory(name: str, _config: EvalConfig, *, encoder):
     """``guard@T``: memrefine with the fact judge at merge threshold T; else a method by name."""
     if name.startswith("guard@"):
-        config = PipelineConfig(judge_model="fact", merge_min_similarity=float(name.split("@", 1)[1]))
+        config = PipelineConfig(judge="fact", merge_min_similarity=float(name.split("@", 1)[1]))
     else:
         config = PipelineConfig(method=name)
     parts = build(config, encoder=encoder)  # the evaluation's encoder, shared by every compression

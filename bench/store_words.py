@@ -99,12 +99,14 @@ class StoreWordGuard(MemRefineMethod):
 def factory(encoder: Any):
     """The harness's method factory: the default pipeline, with the guard for the variant names."""
     from memrefine_edge.engine import PipelineConfig, build
+    from memrefine_edge.judging import parse_judge_model
 
     def make(name: str, config: Any):
         off, defer = name == "no-last-copy-check", name == "defer-last-copies"
-        parts = build(PipelineConfig(method="memrefine", judge_model=config.judge_model,
-                                     keep_last_copies=False if off else None, defer_last_copies=defer or None),
-                      encoder=encoder)
+        options = {"keep_last_copies": False} if off else {"defer_last_copies": True} if defer else {}
+        judge, judge_model = parse_judge_model(config.judge_model)  # the command line's --judge-model text
+        parts = build(PipelineConfig(method="memrefine", judge=judge, judge_model=judge_model,
+                                     method_options=options), encoder=encoder)
         if name in ("memrefine", "defer-last-copies") or off:
             return parts.method, parts.merger
         spec = name.removeprefix("guard-")

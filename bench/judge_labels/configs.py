@@ -90,13 +90,13 @@ def _run_llm_judge(model_file: str, name: str, rows: list[dict]) -> dict[str, di
     """The product's LlamaJudge behind the guard, cached per pair (numbers only)."""
     path = LLM_DIR / f"pipeline-{name}.jsonl"
     done = {json.loads(x)["id"]: json.loads(x) for x in path.read_text().splitlines()} if path.is_file() else {}
-    judge = default_judge(REPO / "models" / model_file, n_threads=1)
+    judge = default_judge("gguf", model_path=REPO / "models" / model_file, n_threads=1)
     with path.open("a", encoding="utf-8") as fh:
         for i, r in enumerate(rows, 1):
             if r["id"] in done:
                 continue
             t0 = time.perf_counter()
-            d = judge.judge(r["a"], r["b"], r["sim"])
+            d = judge.decide(r["a"], r["b"], r["sim"])
             rec = {"id": r["id"], "action": _action(d), "source": d.source,
                    "ms": round((time.perf_counter() - t0) * 1000, 1)}
             fh.write(json.dumps(rec) + "\n")
@@ -126,7 +126,7 @@ def main() -> int:
     for r in rows:
         t0 = time.perf_counter()
         hit = fast_path(r["a"], r["b"])
-        d = hit or scorer_judge.judge(r["a"], r["b"], r["sim"])
+        d = hit or scorer_judge.decide(r["a"], r["b"], r["sim"])
         t_s += time.perf_counter() - t0
         s_act[r["id"]] = _action(d)
         sc = scorer_judge.scorer.score(r["a"], r["b"], r["sim"])
@@ -134,7 +134,7 @@ def main() -> int:
         top[r["id"]] = 1.0 if hit else max(sc.as_dict().values())
         prefer[r["id"]] = ["a", "b"] if sc.delete_a >= sc.delete_b else ["b", "a"]
         t0 = time.perf_counter()
-        f_act[r["id"]] = _action(fact.judge(r["a"], r["b"], r["sim"]))
+        f_act[r["id"]] = _action(fact.decide(r["a"], r["b"], r["sim"]))
         t_f += time.perf_counter() - t0
     ms_s, ms_f = 1000 * t_s / len(rows), 1000 * t_f / len(rows)
     cos = {r["id"]: r["sim"] for r in rows}

@@ -546,7 +546,7 @@ def test_every_fact_sentence_survives_or_is_an_audited_delete_on_every_dev_conve
             import_file(store, locomo_dir / "locomo-dev.json", format="locomo-turns", sample_id=sample)
             originals = list(store.entries())
             report = Compressor(store, encoder=encoder, merger=GuardedMerger(None),
-                                method=get_method("memrefine", judge=default_judge("none"))).run(budget=0.5)
+                                method=get_method("memrefine", judge=default_judge())).run(budget=0.5)
             assert report.decisions > 0
             live = {e.id: e for e in store.entries()}
             removed_by = {r: d for d in store.journal.decisions(report.run_id) for r in d.removed_ids}

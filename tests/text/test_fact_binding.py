@@ -368,7 +368,7 @@ def test_the_default_judge_never_deletes_a_swapped_fact(r, extra_similarity):
     case = generate(r)
     for a, b in ((case.a, case.b), (case.b, case.a)):
         for sim in (_similarity(a, b), extra_similarity, 0.99):
-            d = JUDGE.judge(a, b, sim)
+            d = JUDGE.decide(a, b, sim)
             assert d.action != "delete", (case.kind, a, b, sim, d)
             if d.action == "merge":
                 assert _merged_ok(Case(case.kind, a, b), GuardedMerger(None)) == [], (case.kind, a, b)
