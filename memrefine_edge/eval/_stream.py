@@ -208,8 +208,10 @@ class _Stream:
     def compressor(self, store: MemoryStore) -> Compressor:
         """A compressor as the docs' Upkeep example builds one: the default judge, the deterministic merge."""
         from memrefine_edge.engine import Compressor, PipelineConfig, build
+        from memrefine_edge.judging import parse_judge_model
 
-        parts = build(PipelineConfig(method="memrefine", judge_model=self.config.judge_model,
+        judge, judge_model = parse_judge_model(self.config.judge_model)  # read as --judge-model reads it
+        parts = build(PipelineConfig(method="memrefine", judge=judge, judge_model=judge_model,
                                      threads=self.config.threads), backends=self.backends, encoder=self.encoder)
         if self.config.mode is None:  # the compressor's default mode, as the docs' example leaves it
             return Compressor(store, encoder=self.encoder, method=parts.method, merger=parts.merger)
