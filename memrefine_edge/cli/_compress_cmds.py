@@ -267,6 +267,14 @@ def _apply(options):
     return wrap
 
 
+def pipeline_options(f):
+    """The pipeline flags of `compress` (method, its options, judge, models, threads) on another command.
+
+    The command gets them as keywords for :func:`pipeline_config` (``memrefine fleet compress`` uses them).
+    """
+    return _apply(_pipeline_options)(f)
+
+
 @cli.command()
 @db_option
 @_apply(_compress_options)

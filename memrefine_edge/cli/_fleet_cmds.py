@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ._app import cli, current_backends, emit, json_option, log, store_settings
+from ._compress_cmds import pipeline_config, pipeline_options
 
 __all__ = ["fleet"]
 
@@ -75,7 +76,7 @@ def _default_results() -> Path:
               help="Size metric of the budget [default: the standing budget's, else json].")
 @click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
               help="paper: stop when no candidate is left; strict: evict until the budget holds.")
-@click.option("--encoder-model", default=None, help="ONNX encoder file (the same path on every node).")
+@pipeline_options
 @click.option("--address", default=None, metavar="ADDRESS",
               help="A running Ray cluster (auto, ray://HOST:10001) [default: Ray on this machine, for this job].")
 @click.option("--num-cpus", type=click.IntRange(1), default=None,
@@ -88,8 +89,8 @@ def _default_results() -> Path:
               help="The JSON-lines result file to write, one row per store; never overwritten "
                    "[default: fleet-results-DATE-TIME.jsonl here].")
 @json_option
-def compress_cmd(stores, pattern, manifest, budget, metric, mode, encoder_model, address, num_cpus, window,
-                 max_retries, results, as_json) -> None:
+def compress_cmd(stores, pattern, manifest, budget, metric, mode, address, num_cpus, window, max_retries, results,
+                 as_json, **pipeline) -> None:
     """Compress every store named by STORES, --glob and --manifest, each as `memrefine compress` does.
 
     One Ray task with one CPU per store, with the store's own run lock and
@@ -98,11 +99,12 @@ def compress_cmd(stores, pattern, manifest, budget, metric, mode, encoder_model,
     and its run continues; a store another process is compressing is
     skipped; a store that fails says why in its row and the others go on.
     Ctrl-C stops submitting and waits for the running stores (Ctrl-C again
-    stops them at their next commit). Exit 1 when a store failed.
+    stops them at their next commit). Exit 1 when a store failed. The
+    pipeline options are `compress`'s; each task's models get one thread
+    unless --threads says otherwise.
     """
     import itertools
 
-    from memrefine_edge.engine import PipelineConfig
     from memrefine_edge.fleet import (
         ResultWriter,
         as_jobs,
@@ -127,7 +129,7 @@ def compress_cmd(stores, pattern, manifest, budget, metric, mode, encoder_model,
         sources.append(read_manifest(manifest))
     total = None if pattern is not None else len(stores) + (count_manifest(manifest) if manifest else 0)
     path = results or _default_results()
-    config = PipelineConfig(encoder_model=encoder_model)
+    config = pipeline_config(**pipeline)
     finished = 0
     interrupted = False
     with ResultWriter(path) as writer:

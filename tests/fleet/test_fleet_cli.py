@@ -93,6 +93,25 @@ def test_fleet_compress_writes_a_row_per_store_and_report_prints_the_summary_aga
 
 
 @pytest.mark.usefixtures("local_ray")
+def test_the_pipeline_options_are_compress_s_and_reach_every_task(tmp_path):
+    from memrefine_edge.store import MemoryStore
+    from memrefine_edge.testing import FakeBackends, HashEncoder
+
+    paths = make_fleet(tmp_path / "stores", 2)
+    plain = FakeBackends(encoder=HashEncoder())  # the method comes from the options
+    bad = _cli("fleet", "compress", *paths, "--method", "rulesim", "--method-option", "nope=1", "--budget", "0.6",
+               "--results", tmp_path / "bad.jsonl", obj=plain)
+    assert bad.exit_code == 2 and "nope" in bad.output and not (tmp_path / "bad.jsonl").exists()
+    result = _cli("fleet", "compress", *paths, "--method", "rulesim", "--method-option", "tau=0.3", "--budget",
+                  "0.6", "--results", tmp_path / "r.jsonl", obj=plain)
+    assert result.exit_code == 0, result.output
+    for path in paths:
+        with MemoryStore(path, create=False) as store:
+            (run,) = store.journal.runs()
+        assert run.method == "rulesim" and run.params["options"]["tau"] == 0.3
+
+
+@pytest.mark.usefixtures("local_ray")
 def test_a_store_that_fails_makes_the_job_exit_1_after_the_others_are_done(tmp_path):
     paths = make_fleet(tmp_path / "stores", 2)
     results = tmp_path / "r.jsonl"
