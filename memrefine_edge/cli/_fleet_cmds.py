@@ -21,18 +21,24 @@ def fleet() -> None:
 
 
 class _Progress:
-    """Stores done / failed / skipped, bytes saved and the rate, on stderr (a tqdm bar when tqdm is there)."""
+    """Stores done / failed / skipped, bytes saved and the rate, on stderr.
 
-    def __init__(self, total: int | None) -> None:
+    A tqdm bar on a terminal; elsewhere (a cron job's log, a pipe) one line
+    every ``every_s`` seconds and one at the end, so a log file gets no bar.
+    """
+
+    def __init__(self, total: int | None, *, every_s: float = 10.0) -> None:
         self.counts = {"done": 0, "failed": 0, "skipped": 0, "interrupted": 0}
-        self.saved = 0
+        self.saved, self.total, self.every_s = 0, total, every_s
         self.started = self.last = time.monotonic()
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            self.bar = None
-        else:
-            self.bar = tqdm(total=total, unit="store", file=sys.stderr, mininterval=0.5, dynamic_ncols=True)
+        self.bar = None
+        if sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
+            else:
+                self.bar = tqdm(total=total, unit="store", file=sys.stderr, mininterval=0.5, dynamic_ncols=True)
 
     def _postfix(self) -> str:
         c = self.counts
@@ -40,22 +46,27 @@ class _Progress:
         return (f"done {c['done']} failed {c['failed']} skipped {c['skipped']}{stopped} | "
                 f"saved {self.saved:,} B")
 
+    def _line(self) -> None:
+        n = sum(self.counts.values())
+        of = f"/{self.total:,}" if self.total is not None else ""
+        rate = n / max(time.monotonic() - self.started, 1e-9)
+        log(f"fleet: {n:,}{of} stores | {self._postfix()} | {rate:.2f} stores/s")
+
     def add(self, row: Any) -> None:
         self.counts[row.outcome.value] += 1
         self.saved += row.saved_bytes
         if self.bar is not None:
             self.bar.set_postfix_str(self._postfix(), refresh=False)
             self.bar.update(1)
-            return
-        now = time.monotonic()
-        if now - self.last >= 2.0:
-            self.last = now
-            n = sum(self.counts.values())
-            log(f"{n:,} stores | {self._postfix()} | {n / max(now - self.started, 1e-9):.2f} stores/s")
+        elif time.monotonic() - self.last >= self.every_s:
+            self.last = time.monotonic()
+            self._line()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+        else:
+            self._line()
 
 
 def _default_results() -> Path:

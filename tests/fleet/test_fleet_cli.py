@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -83,6 +84,7 @@ def test_fleet_compress_writes_a_row_per_store_and_report_prints_the_summary_aga
     assert rows[paths[3].name].budget == "0.8" and rows[paths[4].name].budget == "0.6"
     assert "done 5, failed 0, skipped 0" in result.stdout and str(results) in result.stdout
     assert "fleet: writing one row per store" in result.stderr
+    assert "fleet: 5 stores | done 5 failed 0 skipped 0 | saved " in result.stderr  # no terminal: lines
 
     again = _cli("fleet", "report", results)
     assert again.exit_code == 0 and again.stdout == result.stdout
@@ -144,6 +146,26 @@ def test_an_address_nothing_answers_at_fails_at_once_and_writes_nothing(tmp_path
     assert proc.stderr.splitlines() == [proc.stderr.splitlines()[0]] and proc.stderr.startswith(
         "Error: no Ray cluster answers at 127.0.0.1:9")
     assert not (tmp_path / "r.jsonl").exists() and store.read_bytes() == before
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_progress_is_a_bar_with_the_counts_and_the_rate(monkeypatch):
+    pytest.importorskip("tqdm", reason="the fleet extra (tqdm) is not installed")
+    from memrefine_edge.cli._fleet_cmds import _Progress
+    from memrefine_edge.fleet import StoreResult
+
+    screen = _Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    progress = _Progress(3)
+    for outcome, before in ((Outcome.DONE, 1000), (Outcome.FAILED, None), (Outcome.SKIPPED, None)):
+        progress.add(StoreResult(path="s.db", outcome=outcome, before_bytes=before, after_bytes=before and 400))
+    progress.close()
+    shown = screen.getvalue().split("\r")[-1]
+    assert "3/3" in shown and "done 1 failed 1 skipped 1 | saved 600 B" in shown and "store/s" in shown
 
 
 def test_report_refuses_a_file_that_is_not_a_result_file(tmp_path):
