@@ -13,7 +13,6 @@ import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from memrefine_edge.core import ConfigurationError, OptionConflictError
@@ -88,7 +87,7 @@ class PipelineConfig:
             if both:
                 raise OptionConflictError(f"{both[0]} is given twice: as a keyword and in method_options")
             options.update(legacy)
-        object.__setattr__(self, "method_options", MappingProxyType(options))
+        object.__setattr__(self, "method_options", options)  # a copy of its own (a dict: it pickles, for workers)
         judge, model = self.judge, self.judge_model
         named, path = parse_judge_model(model)
         if model is not None and path is None:  # one of the command line's words, not a file

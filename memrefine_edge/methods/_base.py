@@ -214,7 +214,7 @@ class Method(abc.ABC):
             raise OptionConflictError(f"method {cls.name!r} decides without a judge: do not give it one")
         extra: dict[str, Any] = {"judge": judge} if cls.uses_judge else {}
         method = cls(**values, **extra)
-        method._created_with = MappingProxyType(values)
+        method._created_with = dict(values)
         return method
 
     def prepare(self, store: "MemoryStore") -> None:

@@ -129,3 +129,17 @@ def test_real_backends_take_the_bundled_gguf_by_name_for_merges():
     assert isinstance(merger, GuardedMerger) and isinstance(merger.inner, LlamaMerger)
     assert merger.inner.model_path is None  # the bundled file; nothing is loaded here
     assert Backends().merger(PipelineConfig()).inner is None  # the deterministic merge
+
+
+def test_a_config_and_the_method_it_builds_travel_to_a_worker_process():
+    import copy
+    import pickle
+
+    config = PipelineConfig(method="rulepr", method_options={"tau": 0.9}, judge="fact", threads=1)
+    assert pickle.loads(pickle.dumps(config)) == config == copy.deepcopy(config)
+    method = build(config, backends=FakeBackends()).method
+    assert pickle.loads(pickle.dumps(method)).describe() == method.describe()
+    options = {"tau": 0.9}
+    shared = PipelineConfig(method="rulesim", method_options=options)
+    options["tau"] = 0.1  # the config keeps what it was given
+    assert shared.method_options == {"tau": 0.9}

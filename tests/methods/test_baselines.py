@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import random
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 from memrefine_edge.core import Decision, Entry, OptionConflictError, RuleOptionError
 from memrefine_edge.engine import Compressor
 from memrefine_edge.index import similarity_matrix
+from memrefine_edge.judging import MergedEntry, Merger
 from memrefine_edge.methods import PairContext, get_method, method_names
 from memrefine_edge.methods._rules import MERGE_INSTRUCTION, RulePR, RuleSim, knn_edges, link_edges, pagerank
 from memrefine_edge.store import MemoryStore
@@ -23,23 +23,17 @@ DIM = 4
 ENC_ID = "hash-bow"  # HashEncoder's model id: set embeddings count as current, merged ones get HashEncoder's
 
 
-@dataclass(frozen=True)
-class _Merged:
-    content: str
-    keywords: tuple[str, ...] = ()
-
-
-class ConcatMerger:
-    """Keeps the longer text plus the other's missing words (duck-typed Merger; deterministic)."""
+class ConcatMerger(Merger):
+    """Keeps the longer text plus the other's missing words (deterministic); records each instruction."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def merge(self, a: str, b: str, instruction: str) -> _Merged:
+    def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
         self.calls.append(instruction)
         long_, short = (a, b) if len(a) >= len(b) else (b, a)
         extra = [w for w in short.split() if w not in long_.split()]
-        return _Merged((long_ + (" " + " ".join(extra) if extra else "")).strip())
+        return MergedEntry((long_ + (" " + " ".join(extra) if extra else "")).strip())
 
 
 def unit(*xs: float) -> np.ndarray:
