@@ -101,6 +101,18 @@ def test_a_store_its_assistant_keeps_busy_is_skipped_after_the_busy_timeout_not_
     assert snapshot(held)[2] == 0  # no run was started on it
 
 
+def test_a_store_that_runs_out_of_room_fails_and_the_others_go_on(tmp_path):
+    small = make_fleet(tmp_path / "small", 2, n=30)
+    big = make_fleet(tmp_path / "big", 1, n=150)[0]
+    before = snapshot(big)
+    # the file size cap every command takes (MEMREFINE_MAX_FILE_BYTES): a full disk for the big store only
+    rows = {Path(r.path): r for r in compress_many([small[0], big, small[1]], budget="0.6", backends=backends(),
+                                                   store_options={"max_file_bytes": 70_000})}
+    assert rows[big].outcome is Outcome.FAILED and rows[big].error.startswith("StoreFullError: ")
+    assert snapshot(big) == before  # nothing was written
+    assert all(rows[p].outcome is Outcome.DONE and rows[p].budget_met for p in small)
+
+
 def _corrupt_copy(src: Path, dst: Path) -> Path:
     data = bytearray(src.read_bytes())
     page = 4096
