@@ -142,7 +142,12 @@ def check_store_file(path: Path) -> None:
         raise StoreError(f"cannot read {path}: {exc}") from exc
     if not size:
         raise NotAStoreError(f"{path} is an empty file, not a memory store; {untouched}")
-    app_id = _read_one(path, path.absolute().as_uri() + "?immutable=1", "PRAGMA application_id", untouched)[0][0]
+    try:
+        app_id = _read_one(path, path.absolute().as_uri() + "?immutable=1", "PRAGMA application_id", untouched)[0][0]
+    except NotAStoreError:
+        # Read without a lock while a checkpoint was writing the file (page 1, with the new page count,
+        # goes first): read it again as any reader does, the write-ahead log included.
+        app_id = _read_one(path, read_only_uri(path), "PRAGMA application_id", untouched)[0][0]
     if app_id == APPLICATION_ID:
         return
     if app_id != 0:
