@@ -158,8 +158,10 @@ def render_stream_markdown(results: Mapping[str, Any]) -> str:
              "ratio: final json size / the whole conversation's.", ""]
     base = summary["base"]
     files = [s["base"]["file_bytes"] / s["base"]["json_bytes"] for s in results["samples"].values()]
+    p99 = _max([s["base"]["add_ms"]["p99"] for s in results["samples"].values()])
     lines += [f"Base (every entry, no upkeep): answer recall@{c0} {_f(base.get(f'answer_recall@{c0}'))}, presence "
-              f"{_f(base.get('presence'))}; file / json {_f(max(files) if files else None, 1)} at most.", ""]
+              f"{_f(base.get('presence'))}; file / json {_f(max(files) if files else None, 1)} at most; add p99 "
+              f"{_f(p99, 1)} ms at most (the same adds with nothing kept: what the machine gives).", ""]
     for key, cell in summary["budgets"].items():
         lines += [f"## Budget {float(key):.0%}: upkeep finished on {cell['upkeep_finished']} of "
                   f"{cell['conversations']} conversations", ""]
