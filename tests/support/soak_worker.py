@@ -4,9 +4,12 @@
     python tests/support/soak_worker.py search DB ERRORS
 
 ``add`` continues from the acknowledgements already written (one id a line,
-appended only after ``add_many`` returned), with an Upkeep hook compressing
-the store between the watermarks. ``search`` queries forever, read-only, and
-appends any exception it meets to ERRORS.
+appended only after ``add_many`` returned), with Upkeep's worker compressing
+the store between the watermarks (a pass a kill interrupted resumes when the
+next adder starts); at the end it waits for the worker to be idle and prints
+what it saw: ``adder done``, the largest overshoot above HIGH at an add's
+return, the adds that waited, and the size at idle. ``search`` queries
+forever, read-only, and appends any exception it meets to ERRORS.
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ def add(db: str, acks: str, total: int, high: int, low: int) -> None:
     done = len(Path(acks).read_text().split()) if Path(acks).exists() else 0
     with MemoryStore(db) as store, open(acks, "a") as ack:
         comp = Compressor(store, encoder=HashEncoder(), method=CampaignMethod(policy="soak"), merger=ConcatMerger())
-        Upkeep(comp, high_bytes=high, low_bytes=low).install()
+        upkeep = Upkeep(comp, high_bytes=high, low_bytes=low).install()
         rng = random.Random(done)
         i = done
+        overshoot = 0
         while i < total:
             burst = [memory(j) for j in range(i, min(total, i + rng.randint(3, 15)))]
             # A burst committed just before a kill was never acknowledged: the app sends it again,
@@ -51,18 +55,21 @@ def add(db: str, acks: str, total: int, high: int, low: int) -> None:
             todo = [e for e in burst if e.id not in store]
             try:
                 if todo:
-                    store.add_many(todo)  # Upkeep runs here, after the commit
+                    store.add_many(todo)  # returns once committed (and the store within the lag)
+                    overshoot = max(overshoot, store.running_size() - high)
             except Exception as exc:  # noqa: BLE001 - the harness reads what went wrong
                 ids = {e.id for e in todo}
                 if not all(x in store for x in ids):
                     raise
-                print(f"upkeep after a committed add: {type(exc).__name__}: {exc}", file=sys.stderr)
+                print(f"an add raised after its commit: {type(exc).__name__}: {exc}", file=sys.stderr)
             ack.write("".join(f"{e.id}\n" for e in burst))
             ack.flush()
             os.fsync(ack.fileno())
             i += len(burst)
             time.sleep(rng.uniform(0.005, 0.03))  # an assistant between two turns
-    print("adder done", flush=True)
+        idle = upkeep.wait_idle()
+        print(f"adder done overshoot={overshoot} waits={upkeep.waits} idle={idle} size={store.running_size()} "
+              f"blocked={upkeep.blocked_by is not None} error={upkeep.error is not None}", flush=True)
 
 
 def search(db: str, errors: str) -> None:

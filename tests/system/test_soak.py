@@ -1,7 +1,8 @@
 """A day of assistant traffic, compressed into minutes, with crashes: nothing acknowledged is lost.
 
 One process adds 10,000 memories in small bursts with Upkeep installed
-(watermarks that trigger dozens of passes), another searches without pause,
+(watermarks that trigger dozens of passes on its worker thread; a pass a kill
+interrupts resumes when the adder starts again), another searches without pause,
 a third runs ``memrefine compress`` now and then; every few seconds the
 harness SIGKILLs one of them at random and starts it again. At the end: the
 file is sound, every acknowledged add is in the store or accounted for by an
@@ -81,6 +82,7 @@ def _soak(db, acks, errors, rng, procs, record_property) -> None:
     kills = {"adder": 0, "searcher": 0, "compress": 0}
     compress_runs = compress_refused = 0
     reasons: list[str] = []
+    adder_said = ""
     started = next_kill = next_compress = time.monotonic()
     next_kill += 3
     while True:
@@ -89,6 +91,7 @@ def _soak(db, acks, errors, rng, procs, record_property) -> None:
         if adder.poll() is not None:
             out, err = adder.communicate()
             if "adder done" in out:
+                adder_said = out[out.index("adder done"):].splitlines()[0]
                 break
             assert adder.returncode == -signal.SIGKILL, f"the adder failed on its own:\n{err[-3000:]}"
             adder = _start(str(HERE / "soak_worker.py"), "add", str(db), str(acks), str(TOTAL), str(HIGH), str(LOW))
@@ -151,6 +154,6 @@ def _soak(db, acks, errors, rng, procs, record_property) -> None:
     summary = (f"adds {len(acked)}, upkeep+cli runs {len(runs)}, cli compress ok {compress_runs} refused "
                f"{compress_refused}, kills {kills}, live {len(live)}, invariants: integrity, acknowledged adds "
                f"accounted ({len(set(acked) & live_prov)} live, {len(set(acked) & audited - live_prov)} audited), "
-               "sizes = recount, 0 search errors, undo restores")
+               f"sizes = recount, 0 search errors, undo restores; {adder_said}")
     print(summary, sorted(set(reasons)))
     record_property("soak_summary", summary)
