@@ -172,12 +172,22 @@ def test_the_stream_waits_for_a_worker_at_each_session_end(tmp_path):
     ({"budgets": (True,)}, "in (0, 1), got True"),
     ({"max_seconds": 0}, "--max-seconds must be above 0"),
     ({"samples": ("conv-9",)}, "no sample 'conv-9'"),
+    ({"store": "text"}, "the text store needs"),  # no SAMPLE.txt beside the data
+    ({"context_bytes": (0,)}, "context sizes must be whole numbers of bytes >= 1"),
 ])
 def test_bad_settings_are_one_clear_error_and_write_nothing(data, tmp_path, change, message):
     out = tmp_path / "out"
     with pytest.raises(EvalError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _run(data, out, **change)
     assert not out.exists()
+
+
+def test_an_out_path_that_is_a_file_is_refused(data, tmp_path):
+    out = tmp_path / "out"
+    out.write_text("keep me", encoding="utf-8")
+    with pytest.raises(EvalError, match="is a file, not a directory"):
+        _run(data, out)
+    assert out.read_text(encoding="utf-8") == "keep me"
 
 
 @pytest.mark.parametrize("content", [
