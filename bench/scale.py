@@ -326,7 +326,7 @@ def child(spec: dict) -> dict:
     sec = dict(report.seconds)
     out.update({
         "decisions": report.decisions, "actions": report.actions, "stop_reason": report.stop_reason,
-        "budget_met": report.budget_met, "capped": report.stop_reason.startswith("stopped"),
+        "budget_met": report.budget_met, "capped": report.stop.resumable,
         "ratio": round(report.realized_ratio, 4),
         "run_s": round(run_s, 2), "loop_s": round(run_s - sec.get("embed", 0.0), 2), "stages_s": sec,
         "setup_s": round(marks[0][0] - t0, 2) if marks else None,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from memrefine_edge.core import StoreExistsError, StoreNotFoundError
+from memrefine_edge.core import Mode, StopReason, StoreExistsError, StoreNotFoundError
 from memrefine_edge.store import copy_store
 
 from ._app import (
@@ -85,7 +85,8 @@ def _human(report: dict[str, Any]) -> str:
         "  seconds     " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(report["seconds"].items())),
         f"  budget met  {'yes' if report['budget_met'] else 'NO'} ({report['stop_reason']})",
     ]
-    if not report["budget_met"] and report["mode"] == "paper" and report["stop_reason"].startswith("no candidate"):
+    if (not report["budget_met"] and report["mode"] == Mode.PAPER
+            and StopReason.of(report["stop_reason"]).out_of_candidates):
         # Paper mode ends here by design: every pair left was judged to hold distinct facts.
         lines.append("  next        the judge kept what is left as distinct facts; --mode strict evicts down to "
                      "the budget (each eviction audited, undo restores), or set a larger budget")

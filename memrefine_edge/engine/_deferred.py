@@ -19,67 +19,54 @@ delete was already applied has an entry gone and is skipped.
 from __future__ import annotations
 
 import time
-from collections import Counter
-from typing import TYPE_CHECKING
 
 from memrefine_edge.core import ConfigurationError, EntryNotFoundError
 from memrefine_edge.methods import PairContext
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._compressor import Compressor, _Plan
+from ._run import PhaseResult, RunState
 
 __all__ = ["take_deferred"]
 
 
-def take_deferred(comp: Compressor, plan: _Plan, step: int, actions: Counter[str], sources: Counter[str],
-                  clock: dict[str, float], *, started: float, done: int,
-                  max_decisions: int | None) -> tuple[int, int, str | None]:
+def take_deferred(run: RunState) -> PhaseResult:
     """The deferred phase (see the module docstring): take deferred deletes until the budget holds.
 
-    ``comp`` is the running compressor: its store, method and run state, its budget check,
-    commit grouping and progress report.
-
-    Returns the next step, the decisions made in this session, and why it
-    stopped early (``max_decisions``; the run stays resumable) or None.
+    Each delete the method confirms is applied by the run's one decision path
+    (:meth:`~memrefine_edge.engine._apply.DecisionPath.apply`). Stops early (the
+    run stays resumable) at ``max_decisions``.
     """
-    assert plan.run_id is not None
-    store, journal, target = comp.store, comp.store.journal, plan.target
+    store, clock, path, since = run.store, run.clock, run.path, run.done
     # Every run's deferrals whose entries are live: a chained or repeated compression (or an
     # upkeep pass) may need the bytes an earlier run deferred.
-    pending = journal.deferrals(live=True)
+    pending = store.journal.deferrals(live=True)
     stopped = None
-    with comp._phase(plan, actions, sources, step=step, done=done, started=started,
-                     max_decisions=max_decisions) as tally:
+    with run.phase():
         for a_id, b_id, sim in pending:
-            if not comp._over(target):
+            if not run.over():
                 break
-            stopped = tally.capped()
+            stopped = run.capped()
             if stopped:
                 break
             if a_id not in store or b_id not in store:
                 continue  # an entry is gone: this delete (or another decision) took it
-            if a_id in comp._outsiders.sizes or b_id in comp._outsiders.sizes:
+            if a_id in run.outsiders.sizes or b_id in run.outsiders.sizes:
                 continue  # added by another writer during the run (the budget check updated the list)
-            if comp._protected((a_id, b_id)):
+            if run.protected((a_id, b_id)):
                 continue  # strict mode: the pair holds the last entry that fits the budget alone
             try:
                 a, b = store.get(a_id), store.get(b_id)
                 t = time.perf_counter()
-                decision = comp.method.deferred(PairContext(a=a, b=b, similarity=sim, store=store))
+                decision = path.method.deferred(PairContext(a=a, b=b, similarity=sim, store=store))
                 latency = (time.perf_counter() - t) * 1000
                 clock["judge"] += latency / 1000
                 if decision is None:
                     continue
                 if decision.action != "delete":
-                    raise ConfigurationError(f"method {comp.method.name!r}: deferred() returned a "
+                    raise ConfigurationError(f"method {path.method.name!r}: deferred() returned a "
                                              f"{decision.action}; it may return a delete or None")
-                t = time.perf_counter()
-                effect = journal.apply(plan.run_id, tally.step, (a_id, b_id, sim), decision, metric=comp._metric,
-                                       latency_ms=latency)
+                action, source = path.apply(run.step, (a_id, b_id, sim), a, b, decision, latency_ms=latency)
             except EntryNotFoundError:
                 continue  # removed by another connection meanwhile: nothing written
-            comp.method.applied([a if effect.removed[0] == a_id else b], None)
-            clock["apply"] += time.perf_counter() - t
-            comp._deferred_taken += 1
-            tally.count("delete", decision.source)
-    return tally.step, tally.done, stopped
+            run.deferred_taken += 1
+            run.count(action, source)
+    return run.result(since, stopped)

@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import Counter
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING
 
 from memrefine_edge.core import EntryNotFoundError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._compressor import Compressor, _Plan
+from ._run import PhaseResult, RunState
 
 __all__ = ["IDENTICAL_SIMILARITY", "identical_pairs", "take_identical"]
 
@@ -61,43 +58,34 @@ def identical_pairs(groups: list[list[tuple[int, str]]], *,
         yield lo, hi
 
 
-def take_identical(comp: Compressor, plan: _Plan, step: int, actions: Counter[str], sources: Counter[str],
-                   clock: dict[str, float], *, started: float, done: int,
-                   max_decisions: int | None) -> tuple[int, int, str | None]:
+def take_identical(run: RunState) -> PhaseResult:
     """The identical phase (see the module docstring): decide the pairs of identical entries first.
 
-    ``comp`` is the running compressor: its store, method and run state, its budget check,
-    commit grouping and progress report.
-
-    Returns the next step, the decisions made in this session, and why it
-    stopped early (``max_decisions``; the run stays resumable) or None.
+    Stops early (the run stays resumable) at ``max_decisions``.
     """
-    assert plan.run_id is not None
-    store, target = comp.store, plan.target
+    store, clock, since = run.store, run.clock, run.done
     t = time.perf_counter()
-    groups = store.identical_groups(max_seq=comp._outsiders.start_seq)
+    groups = store.identical_groups(max_seq=run.outsiders.start_seq)
     if not groups:
         clock["pairs"] += time.perf_counter() - t
-        return step, done, None
+        return run.result(since)
     members = {entry_id for group in groups for _, entry_id in group}
     # Pairs the method preserved (in this run or an earlier one) are never proposed again.
     preserved = {frozenset(p) for p in store.journal.live_preserved_pairs() if p[0] in members and p[1] in members}
     clock["pairs"] += time.perf_counter() - t
     gone: set[str] = set()
     stopped = None
-    with comp._phase(plan, actions, sources, step=step, done=done, started=started,
-                     max_decisions=max_decisions) as tally:
+    with run.phase():
         for a_id, b_id in identical_pairs(groups, gone=gone):
-            if a_id in gone or b_id in gone or frozenset((a_id, b_id)) in preserved or comp._protected((a_id, b_id)):
+            if a_id in gone or b_id in gone or frozenset((a_id, b_id)) in preserved or run.protected((a_id, b_id)):
                 continue  # (strict mode: the pair holds the last entry that fits the budget alone)
-            if not comp._over(target):
+            if not run.over():
                 break
-            stopped = tally.capped()
+            stopped = run.capped()
             if stopped:
                 break
             try:
-                action, source = comp._decide_and_apply(plan.run_id, tally.step,
-                                                        (a_id, b_id, IDENTICAL_SIMILARITY), None, clock)
+                action, source = run.path.decide_and_apply(run.step, (a_id, b_id, IDENTICAL_SIMILARITY))
             except EntryNotFoundError:
                 missing = [i for i in (a_id, b_id) if i not in store]
                 if not missing:
@@ -108,5 +96,5 @@ def take_identical(comp: Compressor, plan: _Plan, step: int, actions: Counter[st
                 preserved.add(frozenset((a_id, b_id)))
             else:  # a delete took one of them, a merge both
                 gone.update(i for i in (a_id, b_id) if i not in store)
-            tally.count(action, source)
-    return tally.step, tally.done, stopped
+            run.count(action, source)
+    return run.result(since, stopped)

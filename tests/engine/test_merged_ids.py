@@ -23,7 +23,7 @@ from memrefine_edge.judging import merged_entry_id
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import MemoryStore
 from memrefine_edge.testing import FakeBackends, HashEncoder
-from tests.support.fakes import ConcatMerger
+from tests.support.fakes import ConcatMerger, UnsetMerger
 from tests.support.stores import compressor
 
 
@@ -235,7 +235,7 @@ def test_upkeep_merges_reused_ids_and_every_add_succeeds(tmp_path):
 
 
 class _NoMerger(Method):
-    """Decides to merge every pair, for a compressor that has no merger: the pass fails."""
+    """Decides to merge every pair, for a compressor whose merger is not set up: the pass fails."""
 
     name = "merge-all"
 
@@ -247,7 +247,7 @@ def test_an_add_never_raises_after_its_entry_was_stored(tmp_path):
     with MemoryStore(tmp_path / "s.db") as store:
         store.add_many(FIRST)
         high = store.json_bytes()
-        upkeep = Upkeep(Compressor(store, encoder=HashEncoder(), method=_NoMerger(), merger=None),
+        upkeep = Upkeep(Compressor(store, encoder=HashEncoder(), method=_NoMerger(), merger=UnsetMerger()),
                         high_bytes=high, low_bytes=high // 2).install()
         entry = Entry(id="late", content="A memory that takes the store over its watermark.")
         with warnings.catch_warnings(record=True) as caught:

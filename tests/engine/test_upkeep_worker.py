@@ -26,7 +26,7 @@ from memrefine_edge.engine import Compressor, Upkeep
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import MemoryStore, set_budget
 from memrefine_edge.testing import FakeBackends, HashEncoder
-from tests.support.fakes import ConcatMerger, ScriptedMethod
+from tests.support.fakes import ConcatMerger, ScriptedMethod, UnsetMerger
 from tests.support.stores import compressor, synthetic_entries
 
 REPO = Path(__file__).resolve().parents[2]
@@ -371,7 +371,7 @@ def test_an_error_in_a_pass_never_fails_an_add_and_is_said_once(tmp_path):
     with MemoryStore(tmp_path / "u.db") as store:
         store.add_many(entries[:20])
         high = store.json_bytes()
-        upkeep = Upkeep(Compressor(store, encoder=HashEncoder(), method=MergeWithoutMerger(), merger=None),
+        upkeep = Upkeep(Compressor(store, encoder=HashEncoder(), method=MergeWithoutMerger(), merger=UnsetMerger()),
                         high_bytes=high, low_bytes=high // 2).install()
         with pytest.warns(RuntimeWarning, match="upkeep failed.*ConfigurationError"):
             store.add(entries[20])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable
 
-from memrefine_edge.core import Decision
+from memrefine_edge.core import ConfigurationError, Decision
 from memrefine_edge.judging import MergedEntry, Merger
 from memrefine_edge.methods import Method, PairContext
 
@@ -67,3 +67,10 @@ def interrupt_after_evictions(count: int) -> Callable[[Any], None]:
                 raise KeyboardInterrupt
 
     return interrupt
+
+
+class UnsetMerger(Merger):
+    """A merger that was never set up: every merge is a :class:`ConfigurationError` (a pass that fails)."""
+
+    def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
+        raise ConfigurationError("no merge model was configured")

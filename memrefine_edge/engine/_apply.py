@@ -1,0 +1,146 @@
+"""The one path from a proposed pair to its applied decision, for every phase of a run.
+
+:meth:`DecisionPath.decide_and_apply` shows a pair to the method and applies
+what it decides; :meth:`DecisionPath.apply` applies a decision made elsewhere
+(the deferred phase's :meth:`Method.deferred`). Either way a decision is made
+durable by :meth:`RunJournal.apply` in one transaction with the run's cursor;
+a delete removes the target, a merge replaces both entries by the merger's
+entry (embedded, under an id no entry ever had), and a merge whose text
+cannot keep every fact falls back to a preserve, audited as such. The pair
+queue, when there is one, follows each change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, MutableSet
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memrefine_edge.core import Decision, DuplicateIdError, Entry, MergeOutputError
+from memrefine_edge.judging import build_merged_entry, merged_entry_id
+from memrefine_edge.methods import Method, PairContext
+from memrefine_edge.store import quantize_embedding
+
+if TYPE_CHECKING:  # pragma: no cover
+    from memrefine_edge.backends import Encoder
+    from memrefine_edge.index import PairQueue
+    from memrefine_edge.judging import Merger
+    from memrefine_edge.store import MemoryStore
+
+__all__ = ["DecisionPath", "Pair"]
+
+#: A proposed pair: the earlier entry's id, the later one's, and their similarity.
+Pair = tuple[str, str, float]
+
+
+class DecisionPath:
+    """Decide and apply the pairs of one run (ids of ``run_id``, sizes in ``metric``).
+
+    ``clock`` gets the seconds of each stage (``judge``, ``merge``, ``embed``,
+    ``apply``); ``created`` the id of every entry a merge writes (the run's own,
+    not another writer's).
+    """
+
+    def __init__(self, *, store: MemoryStore, method: Method, merger: Merger, encoder: Encoder, run_id: str,
+                 metric: str, clock: dict[str, float], created: MutableSet[str]) -> None:
+        self.store, self.method, self.merger, self.encoder = store, method, merger, encoder
+        self.run_id, self.metric, self.clock, self.created = run_id, metric, clock, created
+
+    def model_calls(self) -> int:
+        """Model calls made so far by the method's judge and the merger."""
+        return self.method.llm_calls + int(self.merger.stats.get("llm_calls", 0))
+
+    def decide_and_apply(self, step: int, pair: Pair, queue: PairQueue | None = None) -> tuple[str, str]:
+        """Show ``pair`` to the method and apply its decision as ``step``; returns ``(action, source)``.
+
+        :class:`EntryNotFoundError` (nothing written) if an entry of the pair is gone.
+        """
+        a_id, b_id, sim = pair
+        a, b = self.store.get(a_id), self.store.get(b_id)
+        t = time.perf_counter()
+        decision = self.method.decide(PairContext(a=a, b=b, similarity=sim, store=self.store))
+        latency = (time.perf_counter() - t) * 1000
+        self.clock["judge"] += latency / 1000
+        return self.apply(step, pair, a, b, decision, latency_ms=latency, queue=queue)
+
+    def apply(self, step: int, pair: Pair, a: Entry, b: Entry, decision: Decision, *, latency_ms: float,
+              queue: PairQueue | None = None) -> tuple[str, str]:
+        """Apply ``decision`` on the pair of entries ``a`` and ``b`` as ``step``; returns ``(action, source)``.
+
+        ``queue`` (None before it is built) follows the change.
+        """
+        journal, clock = self.store.journal, self.clock
+        a_id, b_id, _ = pair
+        t = time.perf_counter()
+        if decision.action == "delete":
+            effect = journal.apply(self.run_id, step, pair, decision, metric=self.metric, latency_ms=latency_ms)
+            if queue is not None:
+                queue.remove(effect.removed[0])
+            self.method.applied([a if effect.removed[0] == a_id else b], None)
+            clock["apply"] += time.perf_counter() - t
+            return "delete", decision.source
+        if decision.action == "merge":
+            merged = self._merge(a, b, decision.merge_instruction)
+            if merged is not None:
+                self._apply_merge(step, pair, a, b, decision, merged, latency_ms, queue)
+                return "merge", decision.source
+            # The safe fallback: keep both entries, audited as such.
+            decision = Decision("preserve", None, source="fallback",
+                                reason=f"merge could not keep every fact; preserved ({decision.reason})")
+            t = time.perf_counter()  # the failed merge is already in clock["merge"]
+        journal.apply(self.run_id, step, pair, decision, metric=self.metric, latency_ms=latency_ms)
+        clock["apply"] += time.perf_counter() - t
+        return "preserve", decision.source
+
+    def _apply_merge(self, step: int, pair: Pair, a: Entry, b: Entry, decision: Decision, merged: Entry,
+                     latency_ms: float, queue: PairQueue | None) -> None:
+        journal, clock = self.store.journal, self.clock
+        t = time.perf_counter()
+        vec = self.encoder.embed([merged.content])[0]
+        clock["embed"] += time.perf_counter() - t
+        t = time.perf_counter()
+        while True:
+            try:
+                journal.apply(self.run_id, step, pair, decision, metric=self.metric, merged=merged,
+                              embedding=vec, model_id=self.encoder.model_id, latency_ms=latency_ms)
+                break
+            except DuplicateIdError:
+                if not journal.id_in_use(merged.id):
+                    raise
+                # Another writer took the merged id since it was chosen: the next free one.
+                merged = self._merged_entry(a, b, merged.content, merged.keywords)
+        self.created.add(merged.id)
+        self.method.applied([a, b], merged)
+        if queue is not None:  # (without one, the queue built next reads it from the store)
+            _follow_merge(queue, pair[0], pair[1], merged.id, vec, self.store)
+        clock["apply"] += time.perf_counter() - t
+
+    def _merge(self, a: Entry, b: Entry, instruction: str) -> Entry | None:
+        """The merger's entry for ``a`` and ``b``, or None when it cannot keep every fact."""
+        t = time.perf_counter()
+        try:
+            out = self.merger.merge(a.content, b.content, instruction)
+        except MergeOutputError:
+            return None  # the safe fallback: keep both entries
+        finally:
+            self.clock["merge"] += time.perf_counter() - t
+        return self._merged_entry(a, b, out.content, tuple(out.keywords))
+
+    def _merged_entry(self, a: Entry, b: Entry, content: str, keywords: tuple[str, ...]) -> Entry:
+        """The entry replacing ``a`` and ``b``, under an id no entry of the store has or had (merged_entry_id)."""
+        entry_id = merged_entry_id(a.id, b.id, taken=self.store.journal.id_in_use)
+        return build_merged_entry(a, b, content=content, keywords=keywords, entry_id=entry_id)
+
+
+def _follow_merge(queue: PairQueue, a_id: Hashable, b_id: Hashable, merged_id: str, vec: np.ndarray,
+                  store: MemoryStore) -> None:
+    """The queue after a merge: both entries out, the merged one in, as a resumed run's queue reads it back."""
+    queue.remove(a_id)
+    queue.remove(b_id)
+    if queue.quantized:
+        codes, scale = quantize_embedding(vec)
+        queue.add(merged_id, codes, float(scale))  # (a float32 scale: exact as a float)
+    else:
+        queue.add(merged_id, store.as_stored(vec))
