@@ -577,3 +577,28 @@ def test_a_finished_run_packs_the_file_when_it_pays_and_reports_the_file_it_leav
             sizes[vacuum] = store.file_bytes()
             assert all(v["total"] == v["recount"] for v in store.recount().values())
     assert sizes[True] < sizes[False]
+
+
+# --- defaults ----------------------------------------------------------------
+
+
+def test_a_store_and_an_encoder_are_enough_to_compress(tmp_path):
+    # Without a method or a merger, a compressor runs what a default pipeline builds: the memrefine method
+    # with the default judge, and the deterministic, fact-keeping merge.
+    from memrefine_edge.engine import build
+    from memrefine_edge.judging import GuardedMerger
+    from memrefine_edge.store import load_sample
+
+    reports, decisions = [], []
+    for name, parts in (("defaults", {}), ("pipeline", None)):
+        with MemoryStore(tmp_path / f"{name}.db") as store:
+            load_sample(store)
+            if parts is None:
+                pipeline = build()
+                parts = {"method": pipeline.method, "merger": pipeline.merger}
+            comp = Compressor(store, encoder=HashEncoder(), **parts)
+            assert comp.method.name == "memrefine" and isinstance(comp.merger, GuardedMerger)
+            reports.append(comp.run(budget=0.6))
+            decisions.append([(d.a_id, d.b_id, d.action, d.target, d.source) for d in store.journal.decisions()])
+    assert reports[0].actions.get("merge", 0) > 0  # the default merger wrote merged entries
+    assert decisions[0] == decisions[1] and reports[0].after == reports[1].after
