@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
 from importlib import resources
+from typing import NamedTuple
 
 from ._smalltalk import is_small_talk
 
@@ -300,38 +301,49 @@ class Kind(IntEnum):
 _NUM, _DATE, _NEG, _NAME, _SKIP, _WORD = (int(k) for k in Kind)
 
 
-@lru_cache(maxsize=16384)
-def _token_class(tok: str) -> tuple[str, str | None, int, str, int, str]:
-    """``(bare, period, kind, value, fallback_kind, fallback_value)`` of one token.
+class _TokenClass(NamedTuple):
+    """What one token is on its own (:func:`_token_class`); a named tuple, unpacked on the hot path.
 
     ``period`` is the stem of a period word (``week``, ``months`` ...), a date
     when the word before is a relative modifier (``last week``); otherwise the
     token is ``kind``. A capitalised token (kind ``_NAME``) that starts a
     sentence is a name only when it looks like one (``value == "start"``);
-    otherwise it is ``fallback_kind`` / ``fallback_value``. The scan of every
-    text walks the same few thousand chat words: classifying each once is
-    what keeps the judge's fact checks cheap on a large store.
+    otherwise it is ``fallback_kind`` / ``fallback_value``.
     """
+
+    bare: str
+    period: str | None
+    kind: int
+    value: str
+    fallback_kind: int
+    fallback_value: str
+
+
+@lru_cache(maxsize=16384)
+def _token_class(tok: str) -> _TokenClass:
+    """The :class:`_TokenClass` of one token. The scan of every text walks the same few thousand chat
+    words: classifying each once is what keeps the judge's fact checks cheap on a large store."""
     low = tok.lower().replace("\u2019", "'")
     bare = low.replace("'", "")
     if tok[0].isdigit():
         num = re.sub(r"(st|nd|rd|th)$", "", low)
-        return bare, None, _NUM, (("#" + num) if num != low and num.isdigit() else num.rstrip("s")), _SKIP, ""
+        return _TokenClass(bare, None, _NUM, (("#" + num) if num != low and num.isdigit() else num.rstrip("s")),
+                           _SKIP, "")
     if bare in _NUMBER_WORDS and bare not in {"once", "one"}:
-        return bare, None, _NUM, _NUMBER_WORDS[bare], _SKIP, ""
+        return _TokenClass(bare, None, _NUM, _NUMBER_WORDS[bare], _SKIP, "")
     if bare in _ORDINALS:
-        return bare, None, _NUM, _ORDINALS[bare], _SKIP, ""
+        return _TokenClass(bare, None, _NUM, _ORDINALS[bare], _SKIP, "")
     if bare in _MONTHS and (bare != "may" or _is_cap(tok)) and (bare not in {"mar", "sep"}):
-        return bare, None, _DATE, _MONTHS[bare], _SKIP, ""
+        return _TokenClass(bare, None, _DATE, _MONTHS[bare], _SKIP, "")
     if bare in _WEEKDAYS or bare in _RELATIVE:
-        return bare, None, _DATE, (bare.rstrip("s") if bare.endswith("ends") else bare), _SKIP, ""
+        return _TokenClass(bare, None, _DATE, (bare.rstrip("s") if bare.endswith("ends") else bare), _SKIP, "")
     period = stem(bare) if bare in _PERIOD else None
     if bare in _NEGATION or low.endswith("n't"):
-        return bare, period, _NEG, "", _SKIP, ""
+        return _TokenClass(bare, period, _NEG, "", _SKIP, "")
     plain = (_SKIP, "") if _is_filler_word(bare) or len(bare) < 3 else (_WORD, stem(bare))
     if _is_cap(tok) and bare not in _STOP:
-        return bare, period, _NAME, ("start" if _sentence_start_name(tok) else ""), *plain
-    return bare, period, *plain, _SKIP, ""
+        return _TokenClass(bare, period, _NAME, ("start" if _sentence_start_name(tok) else ""), *plain)
+    return _TokenClass(bare, period, *plain, _SKIP, "")
 
 
 #: One token of a clause as :func:`read_clause` gives it: ``(kind, value, bare, token)``.
