@@ -287,6 +287,9 @@ class Compressor:
             sources[d.source] += 1
             if d.action == "delete" and (d.a_id, d.b_id) in deferred:
                 deferred_taken += 1
+        for source, n in journal.preserve_counts(run_id).items():  # preserves are counted, not audited
+            actions["preserve"] += n
+            sources[source] += n
         del deferred
         llm_calls_before = self.method.llm_calls
         with store.long_write():  # one commit per decision, fewer copies of the log into the file

@@ -17,9 +17,25 @@ decision removed, and every link that went with it; not its embedding, which
 is recomputed for an entry undo brings back. Each of those fields is stored
 packed when that is shorter (:func:`pack_field`, migration 0009). The audit log (table ``audit``,
 readable as the view ``decisions``) keeps ids, sizes, actions, reasons and
-merge instructions; a purge blanks the reasons and merge instructions (free
-text that can quote what was removed) and keeps the rest, since it is how a
-user reviews what was done.
+merge instructions of every decision that changed the memory (delete, merge,
+evict); a purge blanks the reasons and merge instructions (free text that can
+quote what was removed) and keeps the rest, since it is how a user reviews
+what was done.
+
+A preserve changes nothing and writes no audit row (migration 0011): its pair
+is one row of ``preserves`` (the two entries' insertion numbers and the run:
+never proposed again), and the run counts it by source (``runs.preserved``,
+:meth:`RunJournal.preserve_counts`), which its report shows. So the file grows
+with the entries and their undo history, not with the pairs judged: a store of
+distinct facts where every pair is judged and kept costs about 12 bytes a pair,
+not an audit row of about 60. The one exception is a delete a method deferred
+(a preserve of source ``deferred``, see :meth:`RunJournal.deferrals`): a delete
+kept for later, audited like one, its reason naming what it would delete. Steps
+number every decision, and a run's cursor is its next step: each step is an
+audit row or a counted preserve. The pairs of an entry a decision removed stay
+while the undo history keeps it (undo brings the entry back with what was
+judged of it) and go with it at ``purge_history``, as do the pairs of an entry
+removed outside a run.
 
 The audit log is compact (migration 0006): ids, actions and sources are
 interned once in ``strings`` and referenced by number, the run by its number,
@@ -36,7 +52,7 @@ import secrets
 import time
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +179,8 @@ class RunInfo:
     params: dict[str, Any]
     cursor: int
     report: dict[str, Any] | None
+    #: The run's preserve decisions without an audit row, by source (see :meth:`RunJournal.preserve_counts`).
+    preserved: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,7 +249,8 @@ class RunJournal:
     def run(self, run_id: str) -> RunInfo:
         """One run; :class:`RunNotFoundError` if unknown."""
         row = self._db.conn.execute(
-            "SELECT run_id, started_at, finished_at, status, method, params, cursor, report FROM runs WHERE run_id = ?",
+            "SELECT run_id, started_at, finished_at, status, method, params, cursor, report, preserved FROM runs"
+            " WHERE run_id = ?",
             (run_id,),
         ).fetchone()
         if row is None:
@@ -241,7 +260,7 @@ class RunJournal:
     def runs(self) -> list[RunInfo]:
         """All runs, oldest first."""
         rows = self._db.conn.execute(
-            "SELECT run_id, started_at, finished_at, status, method, params, cursor, report FROM runs"
+            "SELECT run_id, started_at, finished_at, status, method, params, cursor, report, preserved FROM runs"
             " ORDER BY started_at, rowid"
         ).fetchall()
         return [_run_info(r) for r in rows]
@@ -252,7 +271,13 @@ class RunJournal:
         return unfinished[-1] if unfinished else None
 
     def decisions(self, run_id: str | None = None) -> list[DecisionRecord]:
-        """Audited decisions, of one run or of all, in order."""
+        """Audited decisions (deletes, merges, evictions), of one run or of all, in order.
+
+        A preserve decision has no audit row (but a deferred delete, ``source="deferred"``): it is
+        counted (:meth:`preserve_counts`) and its pair kept (:meth:`preserved_pairs`). Steps number
+        every decision, so a run's audited steps have gaps where it preserved: its cursor is its
+        audited decisions plus its counted preserves.
+        """
         # Through the `decisions` view (migration 0006): the one definition of how an audit
         # row reads back, with the ids its action implies filled in and times as ISO text.
         sql = (
@@ -289,13 +314,30 @@ class RunJournal:
         return out
 
     def id_in_use(self, entry_id: str) -> bool:
-        """Whether ``entry_id`` is live or named by the audit log (an entry some run judged, removed or
-        created, which undo may bring back): an id a new merged entry must not take."""
+        """Whether ``entry_id`` is live or named by the audit log (an entry some decision judged in a
+        delete or merge, removed or created, which undo may bring back): an id a new merged entry must not take."""
         return entry_id in self._store or self._store.string_num(entry_id) is not None
 
+    def preserve_counts(self, run_id: str) -> dict[str, int]:
+        """How many preserve decisions ``run_id`` took that have no audit row (all but the deferred
+        deletes, which :meth:`decisions` lists), by source (``{}`` for none)."""
+        return self.run(run_id).preserved
+
     def preserved_pairs(self) -> list[tuple[str, str]]:
-        """Pairs judged preserve (either order is the same pair)."""
-        return [(r[0], r[1]) for r in self._db.conn.execute("SELECT a_id, b_id FROM preserved ORDER BY a_id, b_id")]
+        """Pairs judged preserve whose entries are live or kept by the undo history: ``(a_id, b_id)``,
+        ``a_id < b_id``, sorted (either order is the same pair)."""
+        conn = self._db.conn
+        names = {int(seq): entry_id for seq, entry_id in conn.execute("SELECT seq, id FROM removals ORDER BY k")}
+        names.update((int(seq), entry_id) for seq, entry_id in conn.execute("SELECT seq, id FROM entries"))
+        pairs = ((names.get(a), names.get(b)) for a, b in conn.execute("SELECT a, b FROM preserves"))
+        return sorted((min(x, y), max(x, y)) for x, y in pairs if x is not None and y is not None)
+
+    def is_preserved(self, a_id: str, b_id: str) -> bool:
+        """Whether the pair of these two live entries was judged preserve (never proposed again)."""
+        seqs = sorted(int(r[0]) for r in self._db.conn.execute(
+            "SELECT seq FROM entries WHERE id IN (?, ?)", (a_id, b_id)))
+        return len(seqs) == 2 and self._db.conn.execute(
+            "SELECT 1 FROM preserves WHERE a = ? AND b = ?", seqs).fetchone() is not None
 
     def deferrals(self, *, live: bool = False) -> list[tuple[str, str, float]]:
         """Pairs preserved with ``source="deferred"`` by any run not undone: ``(a_id, b_id, similarity)``.
@@ -320,12 +362,11 @@ class RunJournal:
         two chunks is safe; pairs that one removes stop showing up, and the queue ignores
         any pair that names an entry it was not given.
         """
-        conn, last = self._db.conn, (-1, -1)
+        conn, last = self._db.conn, (-(1 << 63), -(1 << 63))
         while True:
             rows = conn.execute(
                 "SELECT p.a, p.b, ea.id, eb.id FROM preserves p "
-                "JOIN strings sa ON sa.num = p.a JOIN entries ea ON ea.id = sa.text "
-                "JOIN strings sb ON sb.num = p.b JOIN entries eb ON eb.id = sb.text "
+                "JOIN entries ea ON ea.seq = p.a JOIN entries eb ON eb.seq = p.b "
                 "WHERE (p.a, p.b) > (?, ?) ORDER BY p.a, p.b LIMIT ?", (*last, int(chunk))).fetchall()
             for row in rows:
                 yield row[2], row[3]
@@ -389,6 +430,17 @@ class RunJournal:
                 None if created == ([made] if made is not None else []) else json.dumps(created),
             ),
         )
+        self._advance(run_id, step)
+
+    def _advance(self, run_id: str, step: int, *, preserved: str | None = None) -> None:
+        """Move the run's cursor past ``step`` (and first count a preserve of source ``preserved``).
+
+        The cursor's update is the decision's last write, the same statement for every kind."""
+        conn = self._db.conn
+        if preserved is not None:  # a source is a plain word (core.SOURCES): a JSON path as it is
+            conn.execute("UPDATE runs SET preserved = json_set(COALESCE(preserved, '{}'), ?,"
+                         " COALESCE(json_extract(preserved, ?), 0) + 1) WHERE run_id = ?",
+                         (f'$."{preserved}"', f'$."{preserved}"', run_id))
         cur = conn.execute("UPDATE runs SET cursor = ? WHERE run_id = ? AND cursor = ?", (step + 1, run_id, step))
         if cur.rowcount != 1:  # a second writer or a replayed step: refuse rather than double-apply
             raise JournalConflictError(f"run {run_id}: step {step} is out of order (journal cursor moved)")
@@ -410,8 +462,9 @@ class RunJournal:
         entry; ``merge`` replaces both by ``merged`` (with its fresh
         ``embedding`` of ``model_id``), redirecting the links other entries had
         to either side; ``preserve`` records the pair so it is never proposed
-        again. Returns what changed. :class:`EntryNotFoundError` (nothing
-        written) if an entry of the pair is gone.
+        again, and counts it with its run (no audit row: see the module docstring).
+        Returns what changed. :class:`EntryNotFoundError` (nothing written) if an
+        entry of the pair is gone.
         """
         a_id, b_id, _ = pair
         with self._store.atomic():
@@ -427,17 +480,20 @@ class RunJournal:
                 self._merge(run_id, step, a_id, b_id, merged, embedding, model_id)
                 effect = Effect(removed=(a_id, b_id), created=(merged.id,), size_before=before)
             else:
-                lo, hi = sorted((a_id, b_id))
+                # The pair by its entries' numbers (two integers), the count with the run: no audit row.
                 self._db.conn.execute(
-                    "INSERT OR IGNORE INTO preserves (a, b, run) VALUES (?, ?, ?)",
-                    (self._string(lo), self._string(hi), self._run_num(run_id)),
+                    "INSERT OR IGNORE INTO preserves (a, b, run) SELECT MIN(seq), MAX(seq), ? FROM entries"
+                    " WHERE id IN (?, ?) HAVING COUNT(*) = 2", (self._run_num(run_id), a_id, b_id),
                 )
-                if decision.source == "deferred":  # a delete kept for a run that needs the bytes (deferrals())
-                    self._db.conn.execute(
-                        "INSERT INTO deferrals (run, step, a, b, similarity) VALUES (?, ?, ?, ?, ?)",
-                        (self._run_num(run_id), step, self._string(a_id), self._string(b_id), float(pair[2])),
-                    )
                 effect = Effect(removed=(), created=(), size_before=before)
+                if decision.source != "deferred":
+                    self._advance(run_id, step, preserved=decision.source)
+                    return effect
+                # A delete kept for a run that needs the bytes (deferrals()): audited, as a delete is.
+                self._db.conn.execute(
+                    "INSERT INTO deferrals (run, step, a, b, similarity) VALUES (?, ?, ?, ?, ?)",
+                    (self._run_num(run_id), step, self._string(a_id), self._string(b_id), float(pair[2])),
+                )
             self._record(
                 run_id, step, pair=pair, action=decision.action,
                 target=effect.removed[0] if decision.action == "delete" else None, source=decision.source,
@@ -536,10 +592,9 @@ class RunJournal:
         ``reason`` and ``merge_instruction`` (free text from the judge and the
         fact guard that can quote a removed entry); the audit log keeps ids,
         actions, sources, similarities and sizes of every decision that changed
-        the memory (delete, merge, evict). The audit rows of ``preserve``
-        decisions, which changed nothing, go too: the preserved pairs stay in
-        ``preserves`` with their run (never proposed again), and each run's
-        report keeps its count of them. With ``secure_delete`` on,
+        the memory (delete, merge, evict). The preserved pairs of entries no
+        longer live nor kept go with them (those of live entries stay: never
+        proposed again); each run keeps its count of preserves. With ``secure_delete`` on,
         SQLite overwrites the freed content; the VACUUM that follows rebuilds
         the file without the freed pages, so the removed text is gone from the
         file's bytes. Purged runs can no longer be undone.
@@ -567,9 +622,9 @@ class RunJournal:
             conn.execute("DELETE FROM removals WHERE k / ? != ?", (_RUN_SPAN, keep_num))
             conn.execute("UPDATE audit SET reason = NULL, merge_instruction = NULL"
                          " WHERE run != ? AND (reason IS NOT NULL OR merge_instruction IS NOT NULL)", (keep_num,))
-            preserve = self._store.string_num("preserve")
-            if preserve is not None:
-                conn.execute("DELETE FROM audit WHERE run != ? AND action = ?", (keep_num, preserve))
+            # Pairs naming an entry that is neither live nor in the history left: never proposed again.
+            kept = "(SELECT seq FROM entries UNION ALL SELECT seq FROM removals)"
+            conn.execute(f"DELETE FROM preserves WHERE a NOT IN {kept} OR b NOT IN {kept}")
         self._store.vacuum()
         return n
 
@@ -620,4 +675,5 @@ def _run_info(row: Sequence[Any]) -> RunInfo:
     return RunInfo(
         run_id=row[0], started_at=row[1], finished_at=row[2], status=row[3], method=row[4],
         params=json.loads(row[5]), cursor=row[6], report=json.loads(row[7]) if row[7] else None,
+        preserved=json.loads(row[8]) if row[8] else {},
     )

@@ -427,6 +427,53 @@ MIGRATIONS: list[Migration] = [
             WHERE s.text = 'deferred' AND d.a IS NOT NULL AND d.b IS NOT NULL AND d.similarity IS NOT NULL;
         """,
     ),
+    Migration(
+        "0011_compact_preserves",
+        """
+        -- A preserve decision changes nothing in the memory; from here on it writes no audit row
+        -- (but a deferred delete, source 'deferred', which stays audited as a delete is).
+        -- Its pair is one row of `preserves`: the two entries' insertion numbers (entries.seq,
+        -- never reused; a < b) and the run, so it needs no `strings` row and never stands for a
+        -- later entry that takes a removed id. Each run counts those preserves by source in
+        -- `runs.preserved` (JSON {source: n}), which its report and a resumed run read. The pairs
+        -- of an entry a decision removed stay while the undo history keeps the entry (undo brings
+        -- back what was judged of it) and go with it (purge-history).
+        -- Existing pairs are renumbered through the live entries, then the undo history (its
+        -- latest copy of an id); a pair naming an id in neither can never be proposed again and
+        -- is dropped. The preserve rows of the audit log are counted into their run, then go.
+        ALTER TABLE runs ADD COLUMN preserved TEXT;
+        UPDATE runs SET preserved = (
+            SELECT json_group_object(src, n) FROM (
+                SELECT ss.text AS src, COUNT(*) AS n FROM audit d
+                JOIN strings sa ON sa.num = d.action JOIN strings ss ON ss.num = d.source
+                WHERE d.run = runs.num AND sa.text = 'preserve' AND ss.text != 'deferred'
+                GROUP BY ss.text ORDER BY ss.text))
+            WHERE num IN (SELECT d.run FROM audit d JOIN strings sa ON sa.num = d.action
+                          JOIN strings ss ON ss.num = d.source WHERE sa.text = 'preserve' AND ss.text != 'deferred');
+        CREATE TABLE entry_numbers_0011 (id TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO entry_numbers_0011 (id, seq) SELECT id, seq FROM entries;
+        INSERT OR IGNORE INTO entry_numbers_0011 (id, seq) SELECT id, seq FROM removals ORDER BY k DESC;
+        -- a, b: entries.seq of the pair's entries (a < b); run: runs.num.
+        CREATE TABLE preserves_0011 (a INTEGER NOT NULL, b INTEGER NOT NULL, run INTEGER NOT NULL,
+                                     PRIMARY KEY (a, b)) WITHOUT ROWID;
+        INSERT OR IGNORE INTO preserves_0011 (a, b, run)
+            SELECT MIN(na.seq, nb.seq), MAX(na.seq, nb.seq), p.run FROM preserves p
+            JOIN strings sa ON sa.num = p.a JOIN entry_numbers_0011 na ON na.id = sa.text
+            JOIN strings sb ON sb.num = p.b JOIN entry_numbers_0011 nb ON nb.id = sb.text
+            ORDER BY 1, 2;
+        DROP VIEW preserved;
+        DROP TABLE preserves;
+        DROP TABLE entry_numbers_0011;
+        ALTER TABLE preserves_0011 RENAME TO preserves;
+        -- Readable as before: the ids of the pair (a_id < b_id), from the live entry or the undo history.
+        CREATE VIEW preserved AS SELECT MIN(x, y) AS a_id, MAX(x, y) AS b_id, run_id FROM (SELECT
+            COALESCE((SELECT id FROM entries WHERE seq = a), (SELECT id FROM removals WHERE seq = a)) AS x,
+            COALESCE((SELECT id FROM entries WHERE seq = b), (SELECT id FROM removals WHERE seq = b)) AS y,
+            r.run_id FROM preserves JOIN runs r ON r.num = run) WHERE x IS NOT NULL AND y IS NOT NULL;
+        DELETE FROM audit WHERE action = (SELECT num FROM strings WHERE text = 'preserve')
+            AND source IS NOT (SELECT num FROM strings WHERE text = 'deferred');
+        """,
+    ),
 ]
 
 

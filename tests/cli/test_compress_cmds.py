@@ -64,7 +64,7 @@ def test_undo_through_the_cli_restores_the_pre_run_export(tmp_path):
     log = json.loads(run("log", "--db", str(db), "--json").stdout)
     assert [r["run_id"] for r in log["runs"]] == [report["run_id"]]
     decisions = json.loads(run("log", report["run_id"], "--db", str(db), "--json").stdout)["decisions"]
-    assert len(decisions) == report["decisions"]
+    assert len(decisions) + report["actions"].get("preserve", 0) == report["decisions"]  # preserves: counted
     result = run("undo", report["run_id"], "--db", str(db))
     assert result.exit_code == 0 and "undid" in result.stdout
     assert dump(db, tmp_path, "after.jsonl") == before

@@ -36,8 +36,10 @@ def _error_lines(stderr: str) -> list[str]:
 
 
 def _decisions(db: Path) -> list[tuple[str, str, str]]:
+    """The audited decisions, then the pairs preserved (a preserve is counted, not audited)."""
     with MemoryStore(db, create=False) as store:
-        return [(d.action, d.target or "", d.reason) for d in store.journal.decisions()]
+        return ([(d.action, d.target or "", d.reason) for d in store.journal.decisions()]
+                + [("preserve", a, b) for a, b in store.journal.preserved_pairs()])
 
 
 # --- built-in methods ------------------------------------------------------------------------------

@@ -409,12 +409,11 @@ def test_decisions_share_transactions_and_decide_the_same(tmp_path):
             store.set_trace(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
             report = compressor(store, progress=lambda p: steps.append(p.step), commit_window_s=window).run(budget=0.5)
             runs[window] = (export(store), [(d.action, d.a_id, d.b_id) for d in store.journal.decisions()],
-                            len(commits), steps)
+                            len(commits), steps, report.decisions)
             assert report.budget_met
-    (one, decided_one, commits_one, steps_one), (grouped, decided_grouped, commits_grouped, steps_grouped) = (
+    (one, decided_one, commits_one, steps_one, n), (grouped, decided_grouped, commits_grouped, steps_grouped, _) = (
         runs[0], runs[10])
     assert grouped == one and decided_grouped == decided_one
-    n = len(decided_one)
     assert steps_one == list(range(1, n + 1))  # progress after every commit: every decision
     assert steps_grouped == [n]  # one group: one commit, one progress call
     assert commits_grouped < commits_one - n + 5
@@ -424,7 +423,7 @@ def test_decisions_share_transactions_and_decide_the_same(tmp_path):
 
         def check(p):
             other = sqlite3.connect(tmp_path / "p.db")
-            seen.append((p.step, other.execute("SELECT COUNT(*) FROM audit").fetchone()[0]))
+            seen.append((p.step, other.execute("SELECT cursor FROM runs").fetchone()[0]))
             other.close()
 
         compressor(store, ScriptedMethod(), progress=check, commit_window_s=0.0).run(budget=0.5)
@@ -443,7 +442,8 @@ def test_a_grouped_run_commits_what_it_decided_when_interrupted(tmp_path):
         with pytest.raises(KeyboardInterrupt):
             compressor(store, ScriptedMethod(on_decide=interrupt), commit_window_s=10).run(budget=0.5)
         # The six decisions made before are durable, the seventh never started; a rerun continues.
-        assert len(store.journal.decisions()) == 6 and store.journal.unfinished_run() is not None
+        unfinished = store.journal.unfinished_run()
+        assert unfinished is not None and unfinished.cursor == 6
     with MemoryStore(tmp_path / "i.db", create=False) as store:
         assert compressor(store, commit_window_s=10).run(budget=0.5).budget_met
         with make_store(tmp_path / "j.db", n=40) as ref:
@@ -465,8 +465,9 @@ def test_a_model_calling_judge_commits_every_decision(tmp_path):
 
     with make_store(tmp_path / "m.db", n=40) as store:
         steps = []
-        compressor(store, Counting(), progress=lambda p: steps.append(p.step), commit_window_s=10).run(budget=0.5)
-        assert steps == list(range(1, len(store.journal.decisions()) + 1))
+        report = compressor(store, Counting(), progress=lambda p: steps.append(p.step), commit_window_s=10).run(
+            budget=0.5)
+        assert steps == list(range(1, report.decisions + 1))
 
 
 def test_another_thread_writes_between_groups(tmp_path):

@@ -14,14 +14,18 @@ from tests.support.fakes import ConcatMerger
 from tests.support.stores import OneShot, compressor, export, make_store
 
 
-def test_every_decision_is_audited_with_sizes(tmp_path):
+def test_every_change_is_audited_with_sizes_and_every_preserve_counted(tmp_path):
     with make_store(tmp_path / "a.db") as store:
         report = compressor(store).run(budget=0.5)
         ds = store.journal.decisions(report.run_id)
-        assert len(ds) == report.decisions > 0
-        assert [d.step for d in ds] == list(range(len(ds)))
+        preserved = store.journal.preserve_counts(report.run_id)
+        assert ds and preserved and len(ds) + sum(preserved.values()) == report.decisions
+        assert report.actions["preserve"] == sum(preserved.values())
+        # Steps number every decision: the audited ones in order, with the preserves' steps between them.
+        steps = [d.step for d in ds]
+        assert steps == sorted(set(steps)) and steps[-1] < store.journal.run(report.run_id).cursor == report.decisions
         for d in ds:
-            assert d.a_id and d.action in {"delete", "merge", "preserve"} and d.source
+            assert d.a_id and d.action in {"delete", "merge"} and d.source
             assert d.size_after <= d.size_before or d.action == "merge"
         assert ds[-1].size_after == store.json_bytes()
         assert store.journal.run(report.run_id).status == "done"
@@ -181,32 +185,56 @@ def test_free_text_is_stored_packed_and_read_back_exactly(text):
 
 
 def test_a_decision_of_the_audit_log_is_a_compact_row(tmp_path):
+    reason = "scorer: delete_b 0.97, merge 0.03, delete_a 0.00, preserve 0.00"
+    with make_store(tmp_path / "c.db") as store:
+        report = compressor(store, OneShot(Decision(action="delete", target="b", reason=reason,
+                                                    source="scorer"))).run(budget=0.5, max_decisions=20)
+        ds = store.journal.decisions(report.run_id)
+        assert len(ds) == 20 and all(d.reason == reason and d.action == "delete" for d in ds)
+        used = store._db.conn.execute("SELECT SUM(pgsize - unused) FROM dbstat WHERE name = 'audit'").fetchone()[0]
+        assert used / 20 < 70  # ids, action and source by number, the reason packed
+
+
+def test_a_preserve_writes_its_pair_of_entry_numbers_and_no_audit_row_and_no_string(tmp_path):
     reason = "scorer: preserve 0.97, merge 0.03, delete_a 0.00, delete_b 0.00"
     with make_store(tmp_path / "c.db") as store:
+        conn = store._db.conn
+        strings = conn.execute("SELECT COUNT(*) FROM strings").fetchone()[0]
         report = compressor(store, OneShot(Decision(action="preserve", target=None, reason=reason,
                                                     source="scorer"))).run(budget=0.5, max_decisions=40)
-        ds = store.journal.decisions(report.run_id)
-        assert len(ds) == 40 and all(d.reason == reason and d.action == "preserve" for d in ds)
-        assert len(store.journal.preserved_pairs()) == 40
-        used = store._db.conn.execute("SELECT SUM(pgsize - unused) FROM dbstat WHERE name = 'audit'").fetchone()[0]
-        assert used / 40 < 60  # ids, action and source by number, the reason packed
+        assert store.journal.decisions(report.run_id) == []
+        assert store.journal.preserve_counts(report.run_id) == {"scorer": 40} == store.journal.run(
+            report.run_id).preserved
+        assert store.journal.run(report.run_id).cursor == 40 and report.actions == {"preserve": 40}
+        pairs = store.journal.preserved_pairs()
+        assert len(pairs) == 40 and all(store.journal.is_preserved(b, a) for a, b in pairs)
+        assert conn.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM strings").fetchone()[0] <= strings + 1  # the run's method name
+        rows = conn.execute("SELECT a, b FROM preserves").fetchall()
+        assert all(a < b for a, b in rows)  # the two entries' insertion numbers
+        assert {(a, b) for a, b in rows} == {tuple(sorted((store.seq_of(x), store.seq_of(y)))) for x, y in pairs}
+        used = conn.execute("SELECT SUM(pgsize - unused) FROM dbstat WHERE name = 'preserves'").fetchone()[0]
+        assert used / 40 < 16
 
 
-def test_purge_drops_the_audit_rows_of_preserves_and_keeps_every_change_and_every_preserved_pair(tmp_path):
+def test_purge_keeps_every_change_and_the_preserved_pairs_of_live_entries(tmp_path):
     with make_store(tmp_path / "pp.db") as store:
         r = compressor(store).run(budget=0.5)
         before = store.journal.decisions(r.run_id)
         pairs = store.journal.preserved_pairs()
-        assert pairs and {d.action for d in before} >= {"preserve", "delete"}
+        assert pairs and {d.action for d in before} >= {"delete", "merge"} and r.actions["preserve"]
         store.journal.purge_history()
         after = store.journal.decisions(r.run_id)
         changes = [(d.step, d.action, d.a_id, d.b_id, d.target, d.removed_ids, d.created_ids, d.size_after)
-                   for d in before if d.action != "preserve"]
+                   for d in before]
         assert [(d.step, d.action, d.a_id, d.b_id, d.target, d.removed_ids, d.created_ids, d.size_after)
                 for d in after] == changes
-        # Preserved pairs stay preserved (never proposed again); the run's report still counts them.
-        assert store.journal.preserved_pairs() == pairs
+        # Pairs of live entries stay preserved (never proposed again); those naming an entry the run
+        # removed went with its history; the run still counts its preserves.
+        live = [(a, b) for a, b in pairs if a in store and b in store]
+        assert store.journal.preserved_pairs() == live and len(live) < len(pairs)
         assert store.journal.run(r.run_id).report["actions"]["preserve"] == r.actions["preserve"]
+        assert store.journal.preserve_counts(r.run_id) == {"llm": r.actions["preserve"]}
 
 
 def test_live_preserved_pairs_streams_the_pairs_whose_two_entries_are_live(tmp_path):

@@ -92,12 +92,12 @@ def test_a_store_of_the_previous_schema_migrates_and_its_run_still_undoes(tmp_pa
         decisions = store.journal.decisions(RUN)
         got = [(d.step, d.a_id, d.b_id, d.similarity, d.action, d.target, d.source, d.reason, d.merge_instruction,
                 d.created_ids, d.removed_ids, d.latency_ms) for d in decisions]
-        # Latencies are kept to the microsecond.
-        assert got == [(*d[:-1], round(d[-1], 3)) for d in OLD_DECISIONS]
-        assert [d.at for d in decisions][:3] == ["2025-01-01T00:00:00+00:00", "2025-01-01T00:00:01+00:00",
-                                                 "2025-01-01T00:00:02+00:00"]
-        assert decisions[3].at == "2025-01-01 00:00:01"  # a time it cannot hold as seconds stays as written
-        assert [(d.size_before, d.size_after) for d in decisions] == [(1000 - s, 999 - s) for s in range(5)]
+        # Latencies are kept to the microsecond. The preserve (step 1) is counted with its run, not listed.
+        assert got == [(*d[:-1], round(d[-1], 3)) for d in OLD_DECISIONS if d[4] != "preserve"]
+        assert store.journal.preserve_counts(RUN) == {"rule": 1}
+        assert [d.at for d in decisions][:2] == ["2025-01-01T00:00:00+00:00", "2025-01-01T00:00:02+00:00"]
+        assert decisions[2].at == "2025-01-01 00:00:01"  # a time it cannot hold as seconds stays as written
+        assert [(d.size_before, d.size_after) for d in decisions] == [(1000 - s, 999 - s) for s in (0, 2, 3, 4)]
         assert store.journal.preserved_pairs() == [("a", "c")]
         assert [r.run_id for r in store.journal.runs()] == ["20240101-000000-000000", RUN]
         assert [e.id for e in store.entries()] == ["m"]
@@ -109,7 +109,8 @@ def test_a_store_of_the_previous_schema_migrates_and_its_run_still_undoes(tmp_pa
     with sqlite3.connect(path) as conn:  # the audit log reads as before through the view
         new_view = conn.execute("SELECT * FROM decisions ORDER BY rowid").fetchall()
     conn.close()
-    assert len(new_view) == len(old_view) == 5
+    old_view = [row for row in old_view if row[5] != "preserve"]
+    assert len(new_view) == len(old_view) == 4
     for old, new in zip(old_view, new_view, strict=True):  # the view's first column is its rowid
         new = new[1:]
         assert old[:8] == new[:8] and old[12:14] == new[12:14]  # ids, similarity, action, target, source, sizes
@@ -124,7 +125,7 @@ def test_the_audit_log_stores_what_the_action_implies_only_once(tmp_path):
         rows = store._db.conn.execute("SELECT removed_ids, created_ids, typeof(at) FROM audit ORDER BY step").fetchall()
         strings = [r[0] for r in store._db.conn.execute("SELECT text FROM strings")]
     assert all(r[0] is None and r[1] is None for r in rows)  # implied by action, target, pair and made
-    assert [r[2] for r in rows] == ["integer"] * 3 + ["text", "integer"]
+    assert [r[2] for r in rows] == ["integer"] * 2 + ["text", "integer"]  # the preserve has no row (0011)
     assert len(strings) == len(set(strings))
     assert {"delete", "merge", "preserve", "evict", "a", "b", "m", "é"} <= set(strings)
 
@@ -182,29 +183,58 @@ def test_embedding_model_names_become_numbers_and_embeddings_stay_current(tmp_pa
         assert {r[0] for r in conn.execute("SELECT embedding_model FROM entries")} == {tag}
 
 
-def test_deferred_preserves_written_before_the_deferrals_table_are_carried_into_it(tmp_path):
-    from memrefine_edge.core import Decision
-    from memrefine_edge.engine import Compressor
-    from memrefine_edge.judging import GuardedMerger
-    from memrefine_edge.methods._memrefine import MemRefineMethod
-    from memrefine_edge.testing import AlwaysJudge, HashEncoder
-
-    path = tmp_path / "d.db"
-    texts = ["Caroline: I went to the lake with my sister last summer.",
-             "Caroline: I went kayaking on the lake with my sister last summer.",
-             "Melanie: I painted a sunrise over the water at dawn today.", "Melanie: I painted a sunrise."]
-    with MemoryStore(path) as store:
-        store.add_many([Entry(id=f"e{i}", content=t) for i, t in enumerate(texts)])
-        method = MemRefineMethod(judge=AlwaysJudge(Decision("delete", "b", source="scorer")), defer_last_copies=True)
-        Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4).run(
-            budget_bytes=store.json_bytes() - 1)
-        written = store.journal.deferrals()
-    assert [d[:2] for d in written] == [("e0", "e1")]
-    # The store as the schema before the deferrals table left it: the deferral only in the audit log.
+def _add_old_decision(path: Path, step: int, a: str, b: str, sim: float, source: str) -> None:
+    """One more preserve in the run of :func:`_old_store`, as the journal of that schema wrote it."""
     with sqlite3.connect(path) as conn:
-        conn.execute("DROP TABLE deferrals")
-        conn.execute("DELETE FROM _migrations WHERE name = '0010_deferrals'")
+        conn.execute(
+            "INSERT INTO decisions (run_id, step, a_id, b_id, similarity, action, target, source, reason,"
+            " merge_instruction, created_ids, removed_ids, size_before, size_after, latency_ms, at)"
+            " VALUES (?, ?, ?, ?, ?, 'preserve', NULL, ?, 'kept', '', '[]', '[]', 990, 990, 0.5,"
+            " '2025-01-01T00:00:09+00:00')", (RUN, step, a, b, sim, source))
+        conn.execute("INSERT OR IGNORE INTO preserved (a_id, b_id, run_id) VALUES (?, ?, ?)",
+                     (min(a, b), max(a, b), RUN))
+        conn.execute("UPDATE runs SET cursor = ? WHERE run_id = ?", (step + 1, RUN))
     conn.close()
+
+
+def test_deferred_preserves_written_before_the_deferrals_table_are_carried_into_it(tmp_path):
+    path = tmp_path / "d.db"
+    _old_store(path)
+    # A delete the last-copy check deferred: a preserve of source "deferred", only in the audit log then.
+    _add_old_decision(path, 5, "m", "é", 0.625, "deferred")
     with MemoryStore(path) as store:
         assert store.applied_migrations == [m.name for m in MIGRATIONS]
-        assert store.journal.deferrals() == written
+        assert store.journal.deferrals() == [("m", "é", 0.625)]
+        # A deferred delete stays in the audit log (its reason names what it would delete); the
+        # other preserve is counted with its run.
+        assert store.journal.preserve_counts(RUN) == {"rule": 1}
+        assert [(d.step, d.action, d.source) for d in store.journal.decisions(RUN)] == [
+            (0, "delete", "scorer"), (2, "merge", "llm"), (3, "evict", "evict"), (4, "delete", "guard"),
+            (5, "preserve", "deferred")]
+
+
+def test_preserves_become_pairs_of_entry_numbers_counted_with_their_run(tmp_path):
+    path = tmp_path / "p.db"
+    _old_store(path)
+    _add_old_decision(path, 5, "m", "a", 0.5, "scorer")   # m live, a in the undo history
+    _add_old_decision(path, 6, "m", "zz", 0.5, "scorer")  # zz neither live nor kept: never proposed again
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE runs SET status = 'running', finished_at = NULL WHERE run_id = ?", (RUN,))
+    conn.close()
+    with MemoryStore(path) as store:
+        conn = store._db.conn
+        run = store.journal.run(RUN)
+        # An interrupted run resumes at its cursor and reports every preserve it took, by source.
+        assert run.status == "running" and run.cursor == 7
+        assert run.preserved == store.journal.preserve_counts(RUN) == {"rule": 1, "scorer": 2}
+        assert [d.step for d in store.journal.decisions(RUN)] == [0, 2, 3, 4]
+        assert conn.execute("SELECT COUNT(*) FROM audit WHERE action = ?",
+                            (store.string_num("preserve"),)).fetchone()[0] == 0
+        # Pairs by the entries' insertion numbers: a = 1, c = 3 (undo history), m = 6 (live).
+        assert sorted(conn.execute("SELECT a, b FROM preserves").fetchall()) == [(1, 3), (1, 6)]
+        assert store.journal.preserved_pairs() == [("a", "c"), ("a", "m")]
+        assert conn.execute("SELECT a_id, b_id, run_id FROM preserved ORDER BY 1, 2").fetchall() == [
+            ("a", "c", RUN), ("a", "m", RUN)]
+        assert list(store.journal.live_preserved_pairs()) == []  # a and c are not live
+        store.journal.undo(RUN)  # undone: its pairs and its entries' removal with it
+        assert store.journal.preserved_pairs() == [] and [e.id for e in store.entries()] == ["a", "b", "c", "d", "é"]

@@ -155,11 +155,13 @@ def decision_keys(store: MemoryStore) -> list[tuple]:
     return [tuple(getattr(d, k) for k in DECISION_KEY) for d in store.journal.decisions()]
 
 
-def check_invariants(path: Path, original: list[Entry], reference: list[tuple]) -> dict[str, Any]:
-    """Everything that must hold after a crash at any moment; returns a summary.
+def check_invariants(path: Path, original: list[Entry], reference: list[tuple],
+                     preserved: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """Everything that must hold after a crash at any moment; returns a summary (``decisions``: the cursor).
 
     * ``PRAGMA integrity_check`` is ok.
-    * At most one run, its cursor = its decisions, steps 0..cursor-1.
+    * At most one run, its cursor = its audited decisions + the preserves it counted (a preserve has
+      no audit row), the audited steps increasing and below the cursor.
     * Atomicity: replaying the journal (remove ``removed_ids``, add
       ``created_ids``) over the original ids gives exactly the live ids, every
       removed entry has its undo copy at that step, the last decision's
@@ -168,7 +170,8 @@ def check_invariants(path: Path, original: list[Entry], reference: list[tuple]) 
       provenance or in the provenance of an entry removed by an audited
       ``delete``/``evict`` decision (read from the history); a merged entry
       carries the provenance of both entries it replaced.
-    * Determinism: the decisions so far are a prefix of the uninterrupted run's.
+    * Determinism: the decisions so far are a prefix of the uninterrupted run's, and the pairs
+      preserved so far are among its ``preserved`` pairs.
     """
     # The history table has no public reader: a read-only connection of its own.
     with MemoryStore(path, create=False) as store, contextlib.closing(sqlite3.connect(path)) as conn:
@@ -178,9 +181,10 @@ def check_invariants(path: Path, original: list[Entry], reference: list[tuple]) 
         runs = store.journal.runs()
         assert len(runs) <= 1, runs
         decisions = store.journal.decisions()
-        if runs:
-            assert runs[0].cursor == len(decisions)
-        assert [d.step for d in decisions] == list(range(len(decisions)))
+        cursor = runs[0].cursor if runs else 0
+        assert cursor == len(decisions) + (sum(runs[0].preserved.values()) if runs else 0)
+        steps = [d.step for d in decisions]
+        assert steps == sorted(set(steps)) and all(0 <= step < cursor for step in steps)
 
         def removed_copy(d) -> dict[str, list[str]]:
             rows = conn.execute("SELECT id, provenance FROM history WHERE run_id = ? AND step = ?",
@@ -191,7 +195,7 @@ def check_invariants(path: Path, original: list[Entry], reference: list[tuple]) 
         ids = {e.id for e in original}
         provenance: dict[str, set[str]] = {e.id: set(e.provenance) for e in original}
         audited_removed: set[str] = set()
-        for d in decisions:
+        for i, d in enumerate(decisions):
             copies = removed_copy(d)
             assert set(copies) == set(d.removed_ids), (d.step, d.action, copies, d.removed_ids)
             for rid in d.removed_ids:
@@ -203,7 +207,7 @@ def check_invariants(path: Path, original: list[Entry], reference: list[tuple]) 
             for cid in d.created_ids:
                 assert cid not in ids
                 ids.add(cid)
-                assert cid in live or any(cid in later.removed_ids for later in decisions[d.step + 1:])
+                assert cid in live or any(cid in later.removed_ids for later in decisions[i + 1:])
                 merged_from = set().union(*(provenance[r] for r in d.removed_ids))
                 created_prov = set(live[cid].provenance) if cid in live else set(
                     removed_copy(next(x for x in decisions if cid in x.removed_ids))[cid])
@@ -218,7 +222,9 @@ def check_invariants(path: Path, original: list[Entry], reference: list[tuple]) 
         assert not lost, f"facts lost without an audited delete/evict: {sorted(lost)}"
         got = decision_keys(store)
         assert got == reference[: len(got)], "the decisions so far differ from the uninterrupted run's"
-        return {"decisions": len(decisions), "unfinished": store.journal.unfinished_run() is not None,
+        if preserved is not None:
+            assert set(store.journal.preserved_pairs()) <= set(preserved), "a pair the uninterrupted run kept not"
+        return {"decisions": cursor, "unfinished": store.journal.unfinished_run() is not None,
                 "runs": len(runs)}
 
 
@@ -227,7 +233,7 @@ def check_snapshot(path: Path, original_ids: set[str]) -> int:
 
     A reader that saw half a decision (an entry gone but no decision, a merge's
     new entry without the originals removed ...) or a size that does not match
-    the last decision fails here. Returns the decisions seen.
+    the last decision fails here. Returns the decisions seen (the run's cursor: a preserve has no audit row).
     """
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, isolation_level=None)
     try:
@@ -235,6 +241,7 @@ def check_snapshot(path: Path, original_ids: set[str]) -> int:
         live = {r[0] for r in conn.execute("SELECT id FROM entries")}
         total = conn.execute("SELECT COALESCE(SUM(json_bytes), 0) FROM entries").fetchone()[0]
         rows = conn.execute("SELECT removed_ids, created_ids, size_after FROM decisions ORDER BY rowid").fetchall()
+        cursor = conn.execute("SELECT COALESCE(MAX(cursor), 0) FROM runs").fetchone()[0]
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -245,7 +252,7 @@ def check_snapshot(path: Path, original_ids: set[str]) -> int:
     assert ids == live, sorted(ids ^ live)
     if rows:
         assert rows[-1][2] == total
-    return len(rows)
+    return cursor
 
 
 def read_everything(store: MemoryStore, encoder, query: str) -> tuple[list[tuple[str, float]], int]:

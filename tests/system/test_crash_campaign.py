@@ -73,13 +73,18 @@ class Reference:
         with MemoryStore(path, create=False) as s:
             self.export = export(s)
             self.decisions = decision_keys(s)
-            actions = [d.action for d in s.journal.decisions()]
+            self.preserved = s.journal.preserved_pairs()
+            [run] = s.journal.runs()
+            self.preserve_counts = run.preserved
+            audited = {d.step: d.action for d in s.journal.decisions()}
+            actions = [audited.get(step, "preserve") for step in range(run.cursor)]  # a preserve: no audit row
+        self.n_steps = len(actions)
         self.steps = {a: [i for i, x in enumerate(actions) if x == a] for a in set(actions)}
         self.pair_steps = len(actions) - len(self.steps.get("evict", []))
 
     def check(self, path: Path, tmp: Path) -> dict:
         """Every invariant, then resume a copy to the end: it must be the uninterrupted run."""
-        summary = check_invariants(path, self.original, self.decisions)
+        summary = check_invariants(path, self.original, self.decisions, self.preserved)
         copy = tmp / (path.stem + "-resumed.db")
         copy_db(path, copy)
         if summary["unfinished"] or summary["runs"] == 0:
@@ -93,6 +98,8 @@ class Reference:
             assert s.integrity_check() == "ok"
             assert s.journal.unfinished_run() is None and len(s.journal.runs()) == 1
             assert decision_keys(s) == self.decisions
+            assert s.journal.preserved_pairs() == self.preserved
+            assert s.journal.runs()[0].preserved == self.preserve_counts
             assert export(s) == self.export
 
 
@@ -177,7 +184,7 @@ def test_an_interrupted_eviction_resumes_in_the_order_it_started_with(refs, tmp_
     copy_db(ref.original_path, path)
     with pytest.raises(KeyboardInterrupt):
         compress_in_process(path, ref.cfg, progress=interrupt_after_evictions(interrupt_at))
-    summary = check_invariants(path, ref.original, ref.decisions)
+    summary = check_invariants(path, ref.original, ref.decisions, ref.preserved)
     assert summary["decisions"] == ref.steps["evict"][0] + interrupt_at and summary["unfinished"]
     compress_in_process(path, ref.cfg)
     ref.assert_same(path)
@@ -200,7 +207,7 @@ def test_sigkill_from_outside_at_random_points(refs, tmp_path, name):
     """
     ref = refs[name]
     window = 6
-    third = (len(ref.decisions) - 1) // 3
+    third = (ref.n_steps - 1) // 3
     assert third > window + 2
 
     def chain(i: int) -> None:
@@ -235,7 +242,7 @@ def _phase_kills(ref) -> list[str]:
             "judge:0", "commit:0", f"merge:{s['merge'][0]}", f"after:{s['merge'][0]}",
             f"commit:{s['delete'][1]}", f"commit:{s['merge'][2]}", f"judge:{s['preserve'][1]}",
             f"commit:{s['preserve'][2]}", f"merge:{s['merge'][-1]}", f"after:{s['delete'][-1]}",
-            f"commit:{len(ref.decisions) - 1}", f"after:{len(ref.decisions) - 1}",
+            f"commit:{ref.n_steps - 1}", f"after:{ref.n_steps - 1}",
         ]
     else:
         ev = s["evict"]
