@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from memrefine_edge.core import BudgetError, ConfigurationError
+from memrefine_edge.core import BudgetError, ConfigurationError, Metric
 
 from ._sizes import METRICS
 from ._vectors import stored_embedding_bytes
@@ -190,7 +190,7 @@ def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = No
     else:
         check_budget_bytes(budget_bytes)
     current = store.size(metric)
-    if metric == "disk":
+    if metric == Metric.DISK:
         # Embeddings are part of the disk size; a ratio is of the store as
         # it will be compressed, with every entry embedded.
         current += (len(store) - store.stats().embedded) * stored_embedding_bytes(dim)
@@ -198,7 +198,7 @@ def resolve_target(store: MemoryStore, *, metric: str, budget: float | None = No
     # 0.28999...), times the size, rounded down: 0.29 of 100 bytes is 29, where the float product is 28.99...
     target = (int(Decimal(repr(float(budget))) * current) if budget is not None
               else int(budget_bytes))  # type: ignore[arg-type]
-    floor = (store.min_entry_json_bytes() if metric == "json"
+    floor = (store.min_entry_json_bytes() if metric == Metric.JSON
              else store.min_disk_bytes(embedding_bytes=stored_embedding_bytes(dim)))
     if len(store) and target < floor:
         raise BudgetError(

@@ -89,9 +89,9 @@ class SizesMixin:
     def running_size(self, metric: str = "json") -> int:
         """Store size under ``metric`` in O(1): exact for ``json``; the running estimate for ``disk``
         (exact at the last :meth:`refresh_disk`, see the module docstring)."""
-        if metric == "json":
+        if metric == Metric.JSON:
             return self.json_bytes()
-        if metric == "disk":
+        if metric == Metric.DISK:
             row = self._db.conn.execute(
                 "SELECT COALESCE(SUM(value), 0) FROM totals WHERE name IN ('disk_estimate', 'disk_offset')"
             ).fetchone()
@@ -130,9 +130,9 @@ class SizesMixin:
 
     def size(self, metric: str = "json") -> int:
         """Store size under ``metric`` (``json`` or ``disk``)."""
-        if metric == "json":
+        if metric == Metric.JSON:
             return self.json_bytes()
-        if metric == "disk":
+        if metric == Metric.DISK:
             return self.disk_bytes()
         raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
 
@@ -189,7 +189,7 @@ class SizesMixin:
         entry not embedded yet gets a zero blob of ``embedding_bytes``.
         """
         entry = self.get(entry_id)
-        if metric == "json":
+        if metric == Metric.JSON:
             return json_size(replace(entry, links=()))
 
         # Every column the row has on disk (the embedding's model and source hash too: ~20 bytes
@@ -224,6 +224,6 @@ class SizesMixin:
         """
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
-        extra = " + COALESCE(LENGTH(embedding), 0)" if metric == "disk" else ""
+        extra = " + COALESCE(LENGTH(embedding), 0)" if metric == Metric.DISK else ""
         return {r[0]: int(r[1]) for r in self._db.conn.execute(
             f"SELECT id, json_bytes{extra} FROM entries WHERE seq > ? ORDER BY seq", (int(seq),))}
