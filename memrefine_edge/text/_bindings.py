@@ -119,6 +119,8 @@ class BoundSentence:
     words: dict[str, int]
     text: str = field(default="", compare=False)
     label: str = field(default="", compare=False)
+    #: A question: its names, numbers and dates are facts, not who asked it nor a negation in it.
+    question: bool = field(default=False, compare=False)
 
 
 def _word_value(item: ClauseToken) -> str:
@@ -205,7 +207,9 @@ def _bound_clause(items: list[ClauseToken], vocative: bool, at: int, facts: list
             after_verb = after_verb or bare in _VERBS or not is_stopword(bare)
         elif kind == _NAME and not vocative:
             key = stem(tok)
-            owner = "'s" if tok.lower().replace("\u2019", "'").endswith("'s") else ""
+            # Possessive ("Ana's sister"), or the agent of a passive ("hired by Kayla" is not "hired Kayla").
+            owner = ("'s" if tok.lower().replace("\u2019", "'").endswith("'s") else
+                     "by" if i and items[i - 1][2] == "by" else "")
             facts.append(Bound(_NAME, key, (owner,), shown=tok, at=at + i, side="O" if after_verb else "S"))
             content.add(key)
         elif kind == _DATE:
@@ -253,10 +257,13 @@ def bound_sentences(text: str) -> tuple[BoundSentence, ...]:
             _bound_clause(items, vocative, at, facts, content, words)
             at += len(items)
         names = frozenset(f.value for f in facts if f.kind == _NAME)
+        question = body.rstrip().endswith("?")
+        if question:
+            facts = [f for f in facts if f.kind != _NEG]
         out.append(BoundSentence(current.lower() if current else None, tuple(facts), frozenset(content), names,
                                  tuple(f for f in facts if f.kind == _NEG),
                                  words if names else _NO_WORDS,  # only a name's role reads them
-                                 body, current or ""))
+                                 body, current or "", question))
     return tuple(out)
 
 
@@ -271,6 +278,19 @@ def _said_by(gone: BoundSentence, kept: BoundSentence) -> bool:
     return any(f.kind == _NAME and f.value == who and f.side == "S" for f in kept.facts)
 
 
+def _within(f: Bound, h: Bound) -> bool:
+    """The date ``f`` is stated by the more precise date ``h``: the same month and relation, and each
+    day or year ``f`` writes is ``h``'s ("March 2025" by "31 March 2025"; not "4 May" by "9 May")."""
+    if f.kind != _DATE or h.kind != _DATE or f.bind != h.bind:
+        return False
+    fp, hp = f.value.split(), h.value.split()
+    if len(fp) >= len(hp) or fp[0] != hp[0] or fp[0] not in _MONTHS:
+        return False
+    day = lambda parts: next((p for p in parts[1:] if len(p) <= 2), None)  # noqa: E731
+    year = lambda parts: next((p for p in parts[1:] if len(p) == 4), None)  # noqa: E731
+    return day(fp) in (None, day(hp)) and year(fp) in (None, year(hp))
+
+
 def _states(g: BoundSentence, needed: tuple[Bound, ...], k: BoundSentence, *, roles: bool = True) -> bool:
     """``k`` holds ``needed`` (facts of ``g``) in order -- dates in their own order, since a time
     phrase moves freely in a paraphrase (``"Next month I'm having a show"``) -- and each name in
@@ -283,7 +303,7 @@ def _states(g: BoundSentence, needed: tuple[Bound, ...], k: BoundSentence, *, ro
             if (f.kind == _DATE) != dates:
                 continue
             for h in it:
-                if f == h:
+                if f == h or (dates and _within(f, h)):
                     break
             else:
                 return False
@@ -303,6 +323,14 @@ def _moved(g: BoundSentence, kept: tuple[BoundSentence, ...], candidates: list[B
 
 def _sentence_loss(g: BoundSentence, kept: tuple[BoundSentence, ...], kept_names: frozenset[str]) -> str | None:
     """Why no sentence of ``kept`` states ``g`` (None: one does); ``kept_names``: every name of ``kept``."""
+    if g.question:
+        # A question states nothing of its speaker's: only the names, numbers and dates it asks about
+        # are facts, wherever the other entry holds them.
+        if not g.facts or any(_states(g, g.facts, k, roles=False) for k in kept):
+            return None
+        have = {f for k in kept for f in k.facts}
+        return ", ".join(f.shown for f in g.facts if f not in have) or "the order of " + ", ".join(
+            f.shown for f in g.facts)
     candidates = [k for k in kept if _said_by(g, k)]
     if not candidates or (len(candidates) < len(kept) and _moved(g, kept, candidates)):
         return f"what {g.label} said"
@@ -314,8 +342,15 @@ def _sentence_loss(g: BoundSentence, kept: tuple[BoundSentence, ...], kept_names
     # A capitalised word the other entry holds only as an ordinary word ("Art gives me ..." and
     # "making art") has no role to keep: the bag check found it.
     needed = tuple(f for f in g.facts if f.kind != _NAME or f.value in kept_names)
-    if not needed or any(_states(g, needed, k) for k in candidates):
-        return None
+    stating = [k for k in candidates if not needed or _states(g, needed, k)]
+    if stating:
+        # Stated, unless every sentence that states it says the same with one word of it replaced:
+        # "Prefers oat milk" is not stated by "Prefers soy milk", nor "Pickle is scared of the hoover"
+        # by "Pretzel is scared of the hoover" (the bags hold no name there, only words).
+        swaps = [_replaced(g, k) for k in stating]
+        if not all(swaps):
+            return None
+        return f"{swaps[0][0]} (the other entry says {swaps[0][1]})"
     have = {f for k in candidates for f in k.facts}
     unbound = [f.shown for f in needed if f not in have]
     if unbound:
@@ -323,6 +358,40 @@ def _sentence_loss(g: BoundSentence, kept: tuple[BoundSentence, ...], kept_names
     if any(_states(g, needed, k, roles=False) for k in candidates):
         return "the role of " + ", ".join(f.shown for f in needed if f.kind == _NAME)
     return "the order of " + ", ".join(f.shown for f in needed)
+
+
+_FRAME = re.compile(r"[^\W\d_](?:[^\W\d_]|['\u2019-])*|\d+(?:[.,:]\d+)*")
+
+
+@lru_cache(maxsize=4096)
+def _frame(text: str) -> tuple[str, ...]:
+    return tuple(t.lower().replace("\u2019", "'") for t in _FRAME.findall(text))
+
+
+def _replaced(g: BoundSentence, k: BoundSentence) -> tuple[str, str] | None:
+    """``(word of g, word of k)`` when ``k`` is ``g`` with one short span of content words replaced by
+    another and nothing else changed -- the same statement of another value ("Prefers oat milk" /
+    "Prefers soy milk"); None when the two differ otherwise (a paraphrase rewords more than one
+    place) or the replaced span holds no content word on either side."""
+    gt, kt = _frame(g.text), _frame(k.text)
+    if gt == kt or abs(len(gt) - len(kt)) > 2 or len(set(gt) ^ set(kt)) > 6:
+        return None  # cheap tests first: a replaced span of at most three words allows no more
+    import difflib
+
+    ops = [op for op in difflib.SequenceMatcher(None, gt, kt, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if len(ops) != 1 or ops[0][0] != "replace":
+        return None
+    _, i1, i2, j1, j2 = ops[0]
+    if i2 - i1 > 3 or j2 - j1 > 3:
+        return None
+    equal = len(gt) - (i2 - i1)
+    if equal < 2 or 2 * equal < max(len(gt), len(kt)):
+        return None
+    g_words = [t for t in gt[i1:i2] if stem(t) in g.content]
+    k_words = [t for t in kt[j1:j2] if stem(t) in k.content]
+    if not g_words or not k_words:
+        return None
+    return " ".join(gt[i1:i2]), " ".join(kt[j1:j2])
 
 
 def binding_losses(gone: str, kept: str) -> list[str]:

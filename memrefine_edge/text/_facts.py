@@ -63,6 +63,7 @@ from ._smalltalk import is_small_talk
 __all__ = [
     "ClauseToken",
     "Facts",
+    "clause_context",
     "Kind",
     "clause_tokens",
     "is_stopword",
@@ -87,8 +88,10 @@ __all__ = [
 _SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*)?):\s+")
 _INLINE_SPEAKER = re.compile(r"(?<=[.!?\]])\s+([A-Z][\w'.-]*(?: [A-Z][\w'.-]*)?):\s+")
 _CLAUSE = re.compile(r"[.!?;,:\n()\"\u2014\u2013]+|\s-\s|<3")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*|\d+(?:[.,:]\d+)*(?:st|nd|rd|th|k|K|s|am|pm|%)?")
+# A sentence ends at . ! ? (not after a title: "Dr. Alexiou") or a line break.
+_SENTENCE = re.compile(r"(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bProf\.)\s+|\n+")
+# A word is letters of any alphabet ("Tomás", "Neukölln", "İmam"), with apostrophes and hyphens inside.
+_TOKEN = re.compile(r"[^\W\d_](?:[^\W\d_]|['\u2019-])*|\d+(?:[.,:]\d+)*(?:st|nd|rd|th|k|K|s|am|pm|%)?")
 
 _STOP = frozenset("""
 a about above after again against all also am an and any are aren as at be because been before being
@@ -221,6 +224,10 @@ def strip_speaker(text: str) -> tuple[str | None, str]:
     return None, text
 
 
+#: Signs that say what a number counts, kept by :func:`normalise`.
+_SIGNS = "$\u00a2\u00a3\u00a5\u20ac\u20b9\u20bd\u20a9%\u00b0"
+
+
 #: How many texts the per-text caches (here and in the scorer) keep. The judge sees each entry of a
 #: large store in several pairs, far apart in the run: a larger cache saves judging time on a
 #: 100k-entry run and costs about 4 KB per text; this size is where the saving stops being worth a
@@ -236,8 +243,9 @@ def normalise(text: str) -> str:
     a large store the same entries come back pair after pair.
     """
     text = text.lower().replace("\u2019", "'")
-    text = re.sub(r"[^\w\s]", " ", text)
-    return " ".join(text.split())
+    # Currency, percent and degree signs are words here: "€12,000" is not "£12,000".
+    text = re.sub(r"[^\w\s" + _SIGNS + r"]", " ", text)
+    return " ".join(re.sub("([" + _SIGNS + "])", r" \1 ", text).split())
 
 
 def _clauses(body: str) -> list[str]:
@@ -271,7 +279,10 @@ def is_plain_word(word: str) -> bool:
 
 
 def _sentence_start_name(tok: str) -> bool:
-    low = tok.lower().replace("\u2019", "'").replace("'", "")
+    low = tok.lower().replace("\u2019", "'")
+    if "'" in low and low.split("'", 1)[0] in _STOP:  # "How're", "Where'd", "It'll": a stopword's contraction
+        return False
+    low = low.replace("'", "")
     if low in _STOP or low in _FILLER or low in _NEGATION or low in _NUMBER_WORDS or low in _ORDINALS:
         return False
     if tok.isupper() and len(tok) > 1:  # LGBTQ, NBA
@@ -282,7 +293,10 @@ def _sentence_start_name(tok: str) -> bool:
 
 
 _FILLER_PHRASES = re.compile(
-    r"\b(long time no see|no worries|no problem|not bad|can'?t wait|no way|never mind|you bet)\b", re.IGNORECASE
+    r"\b(long time no see|no worries|no problem|not bad|can'?t wait|no way|never mind|you bet"
+    # Greetings of the day or season: "Christmas", "morning" or "year" in them is no date.
+    r"|(?:merry|happy) (?:christmas|xmas|new year|holidays|easter|thanksgiving|hanukkah|diwali|eid)"
+    r"|season'?s greetings|good (?:morning|afternoon|evening|night))\b", re.IGNORECASE
 )
 
 
@@ -350,16 +364,20 @@ def _token_class(tok: str) -> _TokenClass:
 ClauseToken = tuple[int, str, str, str]
 
 
-def read_clause(toks: list[str], first: bool) -> tuple[list[ClauseToken], list[str], bool]:
+def read_clause(toks: list[str], first: bool, *, greeted: bool = False,
+                after_name: bool = False) -> tuple[list[ClauseToken], list[str], bool]:
     """``(tokens, names, vocative)`` of one clause's tokens (``first``: the clause starts its sentence).
 
     Each token in order as ``(kind, value, bare, token)``, its :class:`Kind` decided in context: a
     period word after a relative modifier is a date (``last week``), a capitalised word starting a
     sentence is a name only when it looks like one. ``names`` are the clause's names (bare, lower
     case); ``vocative`` is True when they only address someone -- a name alone in its clause, or
-    next to greetings and thanks and nothing else (``"Thanks, Maria!"``, ``"Bye Joanna"``): no
-    fact. The one reading of a clause, for the scan behind :func:`extract` and for the bound facts
-    of :mod:`memrefine_edge.text._bindings`.
+    next to greetings and thanks and nothing else (``"Thanks, Maria!"``, ``"Bye Joanna"``), or next
+    to nothing but stopwords and small-talk words after a greeting of the same sentence (``greeted``:
+    ``"Hey, it's Deb again."``): no fact. A name alone in its clause right after a clause that ends
+    with a name (``after_name``) is no vocative but that name's apposition (``"in Austin, Texas"``).
+    The one reading of a clause, for the scan behind :func:`extract` and for the bound facts of
+    :mod:`memrefine_edge.text._bindings` (their callers pass the context: :func:`clause_context`).
     """
     items: list[ClauseToken] = []
     names: list[str] = []
@@ -380,9 +398,22 @@ def read_clause(toks: list[str], first: bool) -> tuple[list[ClauseToken], list[s
         prev = bare
     vocative = False
     if names and not other:  # only then can it be a vocative: the rest of the clause is read only here
-        rest = [r for r in (t.lower().replace("'", "") for t in toks) if r not in names]
-        vocative = (not rest or any(r in _VOCATIVE_CUES for r in rest)) and all(_is_filler_word(r) for r in rest)
+        rest = [r for r in (t.lower().replace("'", "").replace("\u2019", "") for t in toks) if r not in names]
+        if not rest and after_name:
+            return items, names, False  # "Austin, Texas": a place named after the place, not an address
+        vocative = ((not rest or greeted or any(r in _VOCATIVE_CUES for r in rest))
+                    and all(_is_filler_word(r) for r in rest))
     return items, names, vocative
+
+
+def clause_context(toks: list[str], items: list[ClauseToken], vocative: bool) -> tuple[bool, bool]:
+    """``(greets, ends_with_name)`` of a clause read by :func:`read_clause`: whether it is a greeting
+    (a cue such as "hey" or "thanks", and nothing but small-talk words, or a vocative), and whether
+    its last token is a name it states -- the ``greeted`` / ``after_name`` context of the next clause
+    of the sentence."""
+    bare = [t.lower().replace("'", "").replace("\u2019", "") for t in toks]
+    greets = vocative or (any(b in _VOCATIVE_CUES for b in bare) and all(_is_filler_word(b) for b in bare))
+    return greets, bool(items) and items[-1][0] == _NAME and not vocative
 
 
 # Clauses as _CLAUSE splits them, but a number stays whole ("7.5", "3:30", "1,000"). Only the bound
@@ -394,10 +425,13 @@ def clause_tokens(sentence: str) -> list[tuple[list[ClauseToken], bool]]:
     """The clauses of one sentence (speaker prefix off) as :func:`read_clause` reads them:
     ``(tokens, vocative)`` each, empty clauses left out; a number is one token (``7.5``, ``3:30``)."""
     out: list[tuple[list[ClauseToken], bool]] = []
+    greeted = after_name = False
     for clause in _CLAUSE_WHOLE_NUMBERS.split(_FILLER_PHRASES.sub(" ", sentence)):
         toks = _TOKEN.findall(clause)
         if toks:
-            items, _, vocative = read_clause(toks, not out)
+            items, _, vocative = read_clause(toks, not out, greeted=greeted, after_name=after_name)
+            greets, after_name = clause_context(toks, items, vocative)
+            greeted = greeted or greets
             out.append((items, vocative))
     return out
 
@@ -412,25 +446,73 @@ def is_stopword(bare: str) -> bool:
     return bare in _STOP
 
 
-_Scan = tuple[set[str], set[str], set[str], bool, set[str], bool]
+_VIEW_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_FIRST_PERSON = frozenset("i i'm i've i'll i'd my me mine myself we we're we've we'll we'd our us ours".split())
+_SECOND_PERSON = frozenset("you your you're you've you'll you'd yours yourself yourselves ya u".split())
+_THIRD_PERSON = frozenset("he she they he's she's they're he'll she'll they'll he'd she'd they'd".split())
+_LIKES_AFTER = frozenset("i we they he she really also still do does did don't doesn't didn't never".split())
+#: A sentence that starts with one of these states its (unwritten) subject's preference: "Loves sushi".
+_PREFERENCE_LEADS = frozenset("loves likes prefers hates enjoys dislikes adores can't doesn't don't".split())
+_PREFERENCE = frozenset("""love loved loves prefer prefers preferred favourite favorite favourites favorites enjoy
+enjoys enjoyed hate hates hated dislike dislikes passion passionate fan obsessed adore adores""".split())
+_OPINION = _PREFERENCE | frozenset("best worst better help helps".split())
+_LEADS = frozenset("and but so oh well honestly also plus".split())
+_REFERS = frozenset("that that's this it it's its these those there there's what what's such how looks look "
+                    "sounds sound".split())
 
 
-def _union(kept: list[tuple[set[str], set[str], set[str], bool, set[str]]]) -> _Scan:
+def _states_view(sentence: str) -> bool:
+    """Whether a sentence with content words states its speaker's preference or view, or something of
+    a third party, rather than small talk: the small-talk classifier is not asked about it.
+
+    A preference of the speaker's ("That's when my love for car engineering began!", "I prefer
+    planners", "Loves sushi", "Can't stand olives"), a view of a named thing ("Live music is the best.", "Planners or schedulers help you
+    stay on top of things.") or a statement about someone else ("And so sad she's leaving.") is a
+    fact about who holds it (the labelling rules: who felt, preferred what); a reaction to the other
+    person's news ("I love your painting!", "That sounds like fun") is not, and is left to the
+    classifier.
+    """
+    toks = _VIEW_TOKEN.findall(sentence.lower().replace("\u2019", "'"))
+    if any(t in _SECOND_PERSON and t != "you" for t in toks):
+        return False  # "your", "you're": about the listener
+    personal = "you" not in toks
+    if toks and toks[0] in _PREFERENCE_LEADS and (toks[0].endswith("s") or toks[1:2] in (["stand"], ["like"])):
+        return True  # "Loves sushi", "Can't stand olives", "Doesn't like swimming pools"
+    likes = any(t in ("like", "likes", "liked") and i and toks[i - 1] in _LIKES_AFTER for i, t in enumerate(toks))
+    if personal and (likes or not _PREFERENCE.isdisjoint(toks)) and not _FIRST_PERSON.isdisjoint(toks):
+        return True
+    if personal and not _THIRD_PERSON.isdisjoint(toks):
+        return True
+    lead = next((t for t in toks if t not in _LEADS), "")
+    if not lead or lead in _REFERS or lead in _FIRST_PERSON or lead.endswith("ing"):
+        return False
+    return _token_class(lead)[2] == _WORD and not _OPINION.isdisjoint(toks)
+
+
+#: ``(names, numbers, dates, negated, words, filler-only, states-something)`` of a text body; the last:
+#: a sentence that is neither small talk nor a question.
+_Scan = tuple[set[str], set[str], set[str], bool, set[str], bool, bool]
+_Sentence = tuple[set[str], set[str], set[str], bool, set[str], bool]  # ..., negated, words, question
+
+
+def _union(kept: list[_Sentence], *, questions_negate: bool = True) -> _Scan:
     names: set[str] = set().union(*(k[0] for k in kept))
     numbers: set[str] = set().union(*(k[1] for k in kept))
     dates: set[str] = set().union(*(k[2] for k in kept))
     words: set[str] = set().union(*(k[4] for k in kept))
-    return names, numbers, dates, any(k[3] for k in kept), words, not kept
+    negated = any(k[3] and (questions_negate or not k[5]) for k in kept)
+    return names, numbers, dates, negated, words, not kept, any(not k[5] for k in kept)
 
 
 def _scan(body: str) -> tuple[_Scan, _Scan]:
-    """``(names, numbers, dates, negated, words, filler-only)`` of one text body, twice: with the
-    small-talk classifier, and with the word lists alone.
+    """``(names, numbers, dates, negated, words, filler-only, states-something)`` of one text body,
+    twice: as the hard fact checks read it, and with the word lists alone (the scorer's features).
 
-    One pass gives both (the classifier only drops sentences), so a text is tokenised once whichever
-    view its callers ask for.
+    The first view leaves out the sentences the small-talk classifier calls small talk, and the
+    negation of a question ("Music's amazing, isn't it?" states no negation). One pass gives both,
+    so a text is tokenised once whichever view its callers ask for.
     """
-    stated: list[tuple[set[str], set[str], set[str], bool, set[str]]] = []  # sentences not small talk ...
+    stated: list[_Sentence] = []  # sentences not small talk ...
     talk: list[bool] = []  # ... and whether the classifier calls each one small talk
     body = _FILLER_PHRASES.sub(" ", body)
     for sentence in _SENTENCE.split(body):
@@ -441,11 +523,14 @@ def _scan(body: str) -> tuple[_Scan, _Scan]:
         s_words: set[str] = set()
         s_negated = False
         s_filler = True
+        greeted = after_name = False
         for clause in _clauses(sentence):
             toks = _TOKEN.findall(clause)
             if not toks:
                 continue
-            items, c_names, vocative = read_clause(toks, first)
+            items, c_names, vocative = read_clause(toks, first, greeted=greeted, after_name=after_name)
+            greets, after_name = clause_context(toks, items, vocative)
+            greeted = greeted or greets
             first = False
             c_other = False  # a non-filler, non-stopword token in this clause
             for kind, value, _bare, _tok in items:
@@ -468,23 +553,28 @@ def _scan(body: str) -> tuple[_Scan, _Scan]:
                 s_filler = False
         if s_filler:
             continue
-        stated.append((s_names, s_numbers, s_dates, s_negated, s_words))
+        question = sentence.rstrip().endswith("?")
+        stated.append((s_names, s_numbers, s_dates, s_negated, s_words, question))
         # Small talk in ordinary words ("It must feel great!"): no name, number or date, no question,
         # and the learned classifier says it states nothing; it holds no fact, like greetings do.
-        talk.append(not (s_names or s_numbers or s_dates) and not sentence.rstrip().endswith("?")
-                    and is_small_talk(sentence))
+        # A stated preference or view is no small talk (:func:`_states_view`).
+        talk.append(not (s_names or s_numbers or s_dates) and not question
+                    and not (s_words and _states_view(sentence)) and is_small_talk(sentence))
     plain = _union(stated)
-    if not any(talk):
+    if not any(talk) and not any(k[3] and k[5] for k in stated):
         return plain, plain
-    return _union([x for x, t in zip(stated, talk, strict=True) if not t]), plain
+    return _union([x for x, t in zip(stated, talk, strict=True) if not t], questions_negate=False), plain
 
 
-def _facts(speaker: str | None, body: str, scan: _Scan) -> tuple[Facts, bool]:
-    names, numbers, dates, negated, words, filler = scan
+def _facts(speaker: str | None, body: str, scan: _Scan, *, stated_speaker: bool) -> tuple[Facts, bool]:
+    names, numbers, dates, negated, words, filler, states = scan
     names = set(names)
     # Who said it is a fact only of something worth keeping: the speaker of
-    # pure small talk ("Melanie: Hey! What's up?") is no fact to protect.
-    if speaker and not filler:
+    # pure small talk ("Melanie: Hey! What's up?") is no fact to protect, and
+    # (``stated_speaker``: the hard checks' view) neither is the speaker of
+    # small talk and questions ("Caroline: Thanks, Melanie! You play any
+    # instruments?"): a name, number or date in a question still counts.
+    if speaker and not filler and (states or not stated_speaker):
         names.add(speaker.lower())
     # A merged entry speaks for several people ("Caroline: ... Melanie: ...");
     # the scan sees a label alone in its clause and would take it for a
@@ -501,8 +591,10 @@ def _extract_cached(text: str) -> tuple[tuple[Facts, bool], tuple[Facts, bool]]:
     """``((facts, filler) with the classifier, (facts, filler) with the word lists alone)``: one slot, one scan."""
     speaker, body = strip_speaker(text)
     classified, plain = _scan(body)
-    plain_facts = _facts(speaker, body, plain)
-    return (plain_facts if classified is plain else _facts(speaker, body, classified)), plain_facts
+    plain_facts = _facts(speaker, body, plain, stated_speaker=False)
+    if classified is plain and (plain[6] or plain[5] or speaker is None):
+        return plain_facts, plain_facts  # the same facts: one object in the cache
+    return _facts(speaker, body, classified, stated_speaker=True), plain_facts
 
 
 def extract(text: str, *, classify: bool = True) -> Facts:

@@ -187,3 +187,85 @@ def test_stated_words_leave_out_small_talk_and_questions():
                                                    | sentence_words("We adopted a puppy named Max.")[1])
     question = sentence_words("Did you go kayaking?")[1]
     assert question and not question & stated_words(sentence_scans(text)) and stated_words([]) == frozenset()
+
+
+# --- names in greetings and addresses, speakers of small talk, stated views ---------------------------
+
+@pytest.mark.parametrize("text", [
+    "Hey, it's Deb again.",
+    "Hi, Omar again.",
+    "Happy new year, Tomás!",
+    "Nadia: Merry Christmas!",
+    "Good morning, Nadia!",
+    "Sam: Congrats, Jules!",
+    "Jules: Congratulations, Sam!!",
+    "Hi Ana, Ben",
+])
+def test_greetings_with_a_name_hold_no_fact(text):
+    assert is_filler(text), extract(text)
+
+
+def test_a_holiday_outside_a_greeting_is_still_a_date():
+    assert "christmas" in extract("We'll visit Mum at Christmas.").dates
+    assert "morning" in extract("I run every morning.").dates
+
+
+def test_a_name_after_a_place_is_its_apposition_not_an_address():
+    f = extract("Owns a bakery called Masa Madre in Austin, Texas")
+    assert {"austin", "texas"} <= f.names
+    f = extract("Katerina lives in Chania, Crete, with her husband Nikos.")
+    assert "crete" in f.names
+    # An address stays an address.
+    assert "maria" not in extract("I agree, Maria.").names
+
+
+def test_names_in_any_alphabet_are_whole_names():
+    assert "inés" in extract("Inés runs the farmers market stall on Sundays.").names
+    assert "neukölln" in extract("Shares a flat in Neukölln with Oskar.").names
+
+
+def test_a_contraction_at_a_sentence_start_is_no_name():
+    assert "howre" not in extract("How're you handling the changes?").names
+    assert not extract("Where'd you get the idea?").names
+
+
+def test_a_title_does_not_end_the_sentence():
+    assert fact_sentences("Her GP in Chania is Dr. Markaki.") == ["Her GP in Chania is Dr. Markaki."]
+
+
+def test_the_speaker_of_small_talk_and_questions_is_no_fact_to_the_hard_checks():
+    f = extract("Caroline: Thanks, Melanie! Appreciate it. You play any instruments?")
+    assert "caroline" not in f.names and not f.negated
+    # ... while the scorer's features (the word lists' view) read it as before.
+    assert "caroline" in extract("Caroline: Thanks, Melanie! Appreciate it. You play any instruments?",
+                                 classify=False).names
+    # A statement keeps its speaker; a question keeps the names it asks about.
+    assert "caroline" in extract("Caroline: I play the violin.").names
+    assert "jupiter" in extract("Sam: Congrats, Jules! Did Jupiter hold together?").names
+    # A tag question negates nothing.
+    assert not extract("Melanie: Music's amazing, isn't it?").negated
+    assert extract("Melanie: I don't play music.").negated
+
+
+@pytest.mark.parametrize("sentence", [
+    "Live music is the best.",
+    "Planners or schedulers help you stay on top of things.",
+    "That's when my love for car engineering began!",
+    "And so sad she's leaving.",
+    "Loves sushi",
+    "Can't stand olives",
+    "Doesn't like swimming pools",
+])
+def test_a_stated_preference_or_view_is_a_fact_not_small_talk(sentence):
+    assert not is_filler(sentence)
+    assert fact_sentences(f"Sam: Thanks! {sentence}") == [sentence]
+
+
+@pytest.mark.parametrize("sentence", [
+    "Have a great hike.",
+    "It must feel great to be recognized for your hard work.",
+    "I love your painting!",
+    "Thanks, Deb!",
+])
+def test_reactions_to_the_other_persons_news_stay_small_talk(sentence):
+    assert is_filler(sentence)
