@@ -383,21 +383,39 @@ class ScorerJudge(Judge):
         scores = self.scorer.score(a, b, similarity)
         shown = ", ".join(f"{c} {p:.2f}" for c, p in scores.ranked())
         min_delete, min_merge = self.min_delete_probability, self.min_merge_probability
+        # What a delete the fact checks refuse becomes (tuned with the weights): the next most probable
+        # action, or a merge -- the scorer found the pair redundant, and the side it would drop holds a
+        # value of its own ("Lives in Lisbon" beside "Lives in Porto now"): one entry keeps both.
+        refused_merges = self.scorer.meta.get("refused_delete") == "merge"
+        refused = ""
         for action, p in scores.ranked():
             if action.startswith("delete"):
                 if p < min_delete:
                     continue  # not sure enough that nothing is lost
                 tgt: Target = "a" if action == "delete_a" else "b"
                 gone, kept = (a, b) if tgt == "a" else (b, a)
-                if lost_facts(gone, kept, min_word_cover=0.0):
-                    continue  # it would drop a name, number, date or negation, or one's binding
+                lost = lost_facts(gone, kept, min_word_cover=0.0)
+                if lost:
+                    # It would drop a name, number, date or negation, or one's binding.
+                    refused = refused or f"; deleting {tgt.upper()} would lose {describe(lost, gone)}"
+                    if refused_merges and not (self.merge_min_similarity is not None
+                                               and similarity < self.merge_min_similarity):
+                        other: Target = "b" if tgt == "a" else "a"
+                        if (getattr(scores, f"delete_{other}") >= min_delete
+                                and not lost_facts(kept, gone, min_word_cover=0.0)):
+                            # The side it would keep adds nothing: that one goes instead.
+                            return Decision("delete", other, reason=f"scorer: {shown}{refused}",
+                                            source="scorer")
+                        return Decision("merge", None, merge_instruction=merge_instruction_for(a, b),
+                                        reason=f"scorer: {shown}{refused}: merged", source="scorer")
+                    continue
                 return Decision("delete", tgt, reason=f"scorer: {shown}", source="scorer")
             if action == "merge":
                 if p < min_merge or (self.merge_min_similarity is not None and similarity < self.merge_min_similarity):
                     continue  # not sure enough that one entry should hold both, or below the user's floor
                 return Decision("merge", None, merge_instruction=merge_instruction_for(a, b),
                                 reason=f"scorer: {shown}", source="scorer")
-            return Decision("preserve", None, reason=f"scorer: {shown}", source="scorer")
+            return Decision("preserve", None, reason=f"scorer: {shown}{refused}", source="scorer")
         raise AssertionError("preserve is always allowed")  # pragma: no cover
 
 

@@ -72,6 +72,10 @@ FEATURES: tuple[str, ...] = (
     "same_speaker", "other_speaker",
     "fact_jaccard", "token_jaccard", "bigram_jaccard",
     "both_no_strict",
+    "update_a", "update_b",                  # words that mark an update of an earlier value ("now", "moved")
+    "shared_names",                          # names (not the speaker) both sides hold
+    "shared_words",                          # log(1 + content words both sides hold)
+    "replaced",                              # one side is the other with one short span replaced
 )
 _PAIRS = [(i, FEATURES.index(n[:-2] + "_b")) for i, n in enumerate(FEATURES) if n.endswith("_a")]
 _ANTI = (FEATURES.index("log_len_ratio"),)
@@ -87,7 +91,10 @@ def swap_index() -> tuple[np.ndarray, np.ndarray]:
     return perm, sign
 
 
-_TOK = re.compile(r"[a-z0-9']+")
+_TOK = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+#: Words that mark an entry as an update of an earlier value of the same thing.
+_UPDATE = frozenset("now new newly moved switched changed changes anymore longer instead correction actually "
+                    "since replaced upgraded downgraded updated became become becomes".split())
 
 
 _PHOTO = re.compile(r"\[shares? (a )?(photo|picture|image)", re.IGNORECASE)
@@ -102,6 +109,7 @@ class _Side:
     stated_words: int
     photo: bool
     tokens: tuple[str, ...]
+    update: bool
 
 
 @lru_cache(maxsize=TEXT_CACHE)
@@ -119,8 +127,23 @@ def _side(text: str) -> _Side:
         filler_share = 1.0
     questions = sum(s.rstrip().endswith("?") for s in sentences)
     stated = stated_words(scans)
+    tokens = tuple(_TOK.findall(normalise(body)))
     return _Side(facts, max(1, len(sentences)), filler_share, questions / len(sentences) if sentences else 0.0,
-                 len(stated), bool(_PHOTO.search(text)), tuple(_TOK.findall(normalise(body))))
+                 len(stated), bool(_PHOTO.search(text)), tokens, not _UPDATE.isdisjoint(tokens))
+
+
+def _one_replaced(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
+    """``y`` is ``x`` with one span of at most three words replaced by another, the rest the same."""
+    if x == y or not x or not y or abs(len(x) - len(y)) > 2 or len(set(x) ^ set(y)) > 6:
+        return False  # cheap tests first: a replaced span of at most three words allows no more
+    import difflib
+
+    ops = [op for op in difflib.SequenceMatcher(None, x, y, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if len(ops) != 1 or ops[0][0] != "replace":
+        return False
+    _, i1, i2, j1, j2 = ops[0]
+    equal = len(x) - (i2 - i1)
+    return i2 - i1 <= 3 and j2 - j1 <= 3 and equal >= 2 and 2 * equal >= max(len(x), len(y))
 
 
 def _jaccard(x: AbstractSet[Any], y: AbstractSet[Any]) -> float:
@@ -167,6 +190,10 @@ def pair_features(a: str, b: str, similarity: float) -> np.ndarray:
                                    set(zip(toks_b, toks_b[1:], strict=False))),
         "both_no_strict": float(not fa.strict - ({fa.speaker} if fa.speaker else set())
                                 and not fb.strict - ({fb.speaker} if fb.speaker else set())),
+        "update_a": float(sa.update), "update_b": float(sb.update),
+        "shared_names": min(len((fa.names & fb.names) - {fa.speaker, fb.speaker}), 2) / 2,
+        "shared_words": math.log1p(len(fa.words & fb.words)),
+        "replaced": float(_one_replaced(toks_a, toks_b)),
     }
     return np.array([values[n] for n in FEATURES], dtype=np.float64)
 
