@@ -1,11 +1,14 @@
 """Score a judge on the labelled pairs: ideal-action accuracy, acceptable, fact-losing, cosine AUC.
 
     python bench/judge_labels/score.py [--split test|tune|all]
+    python bench/judge_labels/score.py --set v2 --split tune   # the second set (bench/judge_labels_v2/)
 
-The judge is the product's model-free judge (fast path, fact judge, fact guard: the pipeline's decisions
-with the bundled 135M model equal these). A decision is ``delete_a``/``delete_b``/``merge``/``preserve``;
-it matches an ideal ``delete_any`` when it deletes either side. Writes
-bench/results/judge_labels_<split>.json.
+The judge is the product's default judge (``--judge scorer``: fast path, redundancy scorer, fact checks)
+or the word-coverage fact judge (``--judge fact``). A decision is ``delete_a``/``delete_b``/``merge``/
+``preserve``; it matches an ideal ``delete_any`` when it deletes either side. Writes
+bench/results/judge_labels_<judge>_<split>.json, for the second set
+bench/results/judge_labels_v2_<split>.json (the scorer) or judge_labels_v2_<judge>_<split>.json. The
+second set's test part is scored once per judge decided on without it; its default split is tune.
 """
 
 from __future__ import annotations
@@ -31,29 +34,38 @@ from memrefine_edge.judging import default_judge  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--split", choices=("test", "tune", "all"), default="test")
+    ap.add_argument("--set", choices=("v1", "v2"), default="v1", dest="label_set",
+                    help="v1: bench/judge_labels (LoCoMo pairs); v2: bench/judge_labels_v2 (synthetic stores, swaps)")
+    ap.add_argument("--split", choices=("test", "tune", "all"), default=None,
+                    help="default: test for v1, tune for v2")
     ap.add_argument("--judge", choices=("scorer", "fact"), default="scorer",
                     help="scorer: the learned redundancy scorer behind the fact checks; fact: the word-coverage "
                          "fact judge and guard")
     ap.add_argument("--merge-min-similarity", type=float, default=None,
                     help="the guard's merge threshold [default: the product's]; tune it on --split tune only")
     args = ap.parse_args()
-    pairs = {r["id"]: r for r in map(json.loads, PAIRS.read_text().splitlines())}
-    labels = [r for r in map(json.loads, (HERE / "labels.jsonl").read_text().splitlines())
+    v2 = args.label_set == "v2"
+    if args.split is None:
+        args.split = "tune" if v2 else "test"
+    folder = REPO / "bench" / "judge_labels_v2" if v2 else HERE
+    pairs = {r["id"]: r for r in map(json.loads, (folder / "pairs.jsonl").read_text(encoding="utf-8").splitlines())}
+    labels = [r for r in map(json.loads, (folder / "labels.jsonl").read_text(encoding="utf-8").splitlines())
               if args.split == "all" or r["split"] == args.split]
+    text = (lambda pair, side: pair[side]) if v2 else (lambda pair, side: resolve(pair[side]))  # noqa: E731
     encoder = OnnxEncoder()
     # The judge names are the product's own (``--judge-model scorer|fact``): the same pipelines compress uses.
     judge = default_judge(args.judge, merge_min_similarity=args.merge_min_similarity)
 
     hits = ok = losing = 0
+    by_kind: dict[str, Counter[str]] = {}
     by_ideal: Counter[str] = Counter()
     confusion: Counter[tuple[str, str]] = Counter()
     redundant, distinct = [], []
     for lab in labels:
-        a, b = resolve(pairs[lab["id"]]["a"]), resolve(pairs[lab["id"]]["b"])
+        a, b = text(pairs[lab["id"]], "a"), text(pairs[lab["id"]], "b")
         va, vb = encoder.embed([a, b])
         sim = max(-1.0, min(1.0, float(va @ vb)))
-        d = judge.judge(a, b, sim)
+        d = judge.decide(a, b, sim)
         action = f"delete_{d.target}" if d.action == "delete" else d.action
         ideal = lab["ideal"]
         match, acceptable, lost = outcome(action, lab)
@@ -62,22 +74,35 @@ def main() -> int:
         losing += lost
         by_ideal[ideal] += 1
         confusion[(ideal, action)] += 1
+        groups = [lab["kind"]] + (["updates"] if lab.get("supersedes") else [])
+        for g in groups:
+            tally = by_kind.setdefault(g, Counter())
+            tally.update(pairs=1, ideal=match, acceptable=acceptable, fact_losing=lost)
         (redundant if ideal.startswith("delete") else distinct).append(sim)
     n = len(labels)
     cosine_auc = auc(redundant + distinct, [True] * len(redundant) + [False] * len(distinct))
     out = {"split": args.split, "pairs": n, "judge": judge.describe(), "encoder": encoder.model_id,
            "ideal_accuracy": round(hits / n, 4), "acceptable_rate": round(ok / n, 4),
            "fact_losing_rate": round(losing / n, 4), "cosine_auc_redundant_vs_not": cosine_auc,
+           "by_kind": {k: {"pairs": c["pairs"], "ideal_accuracy": round(c["ideal"] / c["pairs"], 4),
+                           "acceptable_rate": round(c["acceptable"] / c["pairs"], 4),
+                           "fact_losing_rate": round(c["fact_losing"] / c["pairs"], 4)} for k, c in by_kind.items()},
            "ideal_counts": dict(by_ideal), "confusion": {f"{i} -> {a}": c for (i, a), c in sorted(confusion.items())},
            "machine": machine_info(__version__), "command": "python bench/judge_labels/score.py"
-           + f" --judge {args.judge} --split {args.split}"
+           + (" --set v2" if v2 else "") + f" --judge {args.judge} --split {args.split}"
            + (f" --merge-min-similarity {args.merge_min_similarity}" if args.merge_min_similarity is not None else "")}
     print(json.dumps({k: out[k] for k in ("split", "pairs", "ideal_accuracy", "acceptable_rate", "fact_losing_rate",
                                           "cosine_auc_redundant_vs_not")}))
+    for k, c in out["by_kind"].items():
+        print(f"  {k}: {c}")
     for k, c in out["confusion"].items():
         print(f"  {k}: {c}")
     suffix = f"_mms{args.merge_min_similarity:g}" if args.merge_min_similarity is not None else ""
-    write_json(REPO / "bench" / "results" / f"judge_labels_{args.judge}_{args.split}{suffix}.json", out)
+    if v2:
+        name = f"judge_labels_v2_{args.split}" if args.judge == "scorer" else f"judge_labels_v2_{args.judge}_{args.split}"
+    else:
+        name = f"judge_labels_{args.judge}_{args.split}"
+    write_json(REPO / "bench" / "results" / f"{name}{suffix}.json", out)
     return 0
 
 

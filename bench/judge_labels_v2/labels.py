@@ -11,6 +11,10 @@ other. ``agree`` also writes it to ``bench/results/judge_labels_v2_agreement.jso
 ``fact_losing``: what either calls fact-losing, the stricter reading) or, where the passes disagree, the
 label ``settled.jsonl`` gives (settled by the labelling rules; the rule that decided is recorded).
 ``supersedes`` (``a``/``b``: the newer entry of an update, read from the text) is kept from either pass.
+
+Pass B lists ``delete_any`` as fact-losing beside a single-side ideal delete ("deleting either side would
+lose a fact", where the other side may go); the scoring (``bench/judge_labels/pairs.py outcome``) reads
+``delete_any`` in ``fact_losing`` as *both* deletes losing a fact, so it is kept there only when both are.
 """
 
 from __future__ import annotations
@@ -70,19 +74,27 @@ def agree() -> dict:
     return out
 
 
+def _losing(label: dict) -> set[str]:
+    """``label["fact_losing"]`` with ``delete_any`` only where both single-side deletes are in it."""
+    out = set(label["fact_losing"])
+    if not {"delete_a", "delete_b"} <= out:
+        out.discard("delete_any")
+    return out
+
+
 def final() -> None:
     la, lb, settled = _load("labels_a.jsonl"), _load("labels_b.jsonl"), _load("settled.jsonl")
     out = []
     for pair in pairs():
         a, b = la[pair["id"]], lb[pair["id"]]
         if a["ideal"] == b["ideal"]:
-            losing = sorted(set(a["fact_losing"]) | set(b["fact_losing"]))
+            losing = sorted(_losing(a) | _losing(b))
             ok = sorted((set(a["acceptable"]) & set(b["acceptable"]) | {a["ideal"]}) - set(losing))
             label = {"ideal": a["ideal"], "acceptable": ok, "fact_losing": losing, "agreed": True}
         else:
             s = settled[pair["id"]]
             label = {"ideal": s["ideal"], "acceptable": sorted(s["acceptable"]),
-                     "fact_losing": sorted(s["fact_losing"]), "agreed": False, "settled_by_rule": s["rule"]}
+                     "fact_losing": sorted(_losing(s)), "agreed": False, "settled_by_rule": s["rule"]}
         newer = a.get("supersedes") or b.get("supersedes")
         extra = {"supersedes": newer} if newer else {}
         out.append({"id": pair["id"], "split": pair["split"], "kind": pair["kind"], "source": pair["source"],
