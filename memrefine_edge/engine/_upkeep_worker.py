@@ -19,16 +19,15 @@ from __future__ import annotations
 import copy
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from memrefine_edge.core import RunLockedError
+from memrefine_edge.core import CompressionReport, RunLockedError
 from memrefine_edge.store import MemoryStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._compressor import Compressor
-    from ._upkeep import Upkeep
 
-__all__ = ["Stopped", "UpkeepWorker"]
+__all__ = ["Stopped", "UpkeepHost", "UpkeepWorker"]
 
 #: Texts embedded per batch (each batch commits, then the worker checks for adds and a stop).
 EMBED_BATCH = 32
@@ -36,6 +35,23 @@ EMBED_BATCH = 32
 LOCK_RETRY_S = (0.05, 2.0)
 #: The write-ahead log size (bytes) above which the worker copies it back into the file.
 WAL_CHECKPOINT_BYTES = 1 << 20
+
+
+class UpkeepHost(Protocol):
+    """What a worker uses of its :class:`~memrefine_edge.engine._upkeep.Upkeep` (which imports this module)."""
+
+    compressor: Compressor
+    reports: list[CompressionReport]
+    blocked_by: str | None
+    error: Exception | None
+
+    def watermarks(self, store: MemoryStore) -> tuple[int, int] | None: ...
+
+    def attempt(self, compressor: Compressor, low: int) -> CompressionReport | RunLockedError | None: ...
+
+    def failed(self, exc: Exception) -> None: ...
+
+    def crashed(self, exc: BaseException) -> None: ...
 
 
 class Stopped(BaseException):
@@ -48,7 +64,7 @@ class UpkeepWorker(threading.Thread):
     The fields below are read and written under the upkeep's condition.
     """
 
-    def __init__(self, upkeep: Upkeep, *, cond: threading.Condition, resume: bool) -> None:
+    def __init__(self, upkeep: UpkeepHost, *, cond: threading.Condition, resume: bool) -> None:
         super().__init__(name="memrefine-upkeep", daemon=True)
         self.upkeep = upkeep
         #: The upkeep's condition: guards the fields below, notified at every change of them and every commit.
