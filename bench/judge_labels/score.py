@@ -24,7 +24,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from pairs import PAIRS, auc, outcome, resolve  # noqa: E402
+from pairs import auc, outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.backends import OnnxEncoder  # noqa: E402
@@ -99,7 +99,8 @@ def main() -> int:
         print(f"  {k}: {c}")
     suffix = f"_mms{args.merge_min_similarity:g}" if args.merge_min_similarity is not None else ""
     if v2:
-        name = f"judge_labels_v2_{args.split}" if args.judge == "scorer" else f"judge_labels_v2_{args.judge}_{args.split}"
+        name = (f"judge_labels_v2_{args.split}" if args.judge == "scorer"
+                else f"judge_labels_v2_{args.judge}_{args.split}")
     else:
         name = f"judge_labels_{args.judge}_{args.split}"
     write_json(REPO / "bench" / "results" / f"{name}{suffix}.json", out)

@@ -17,8 +17,9 @@ penalty ``l2`` and the probabilities below which a delete or a merge falls to th
 in two steps, both on the tune parts only: leave-one-source-out cross-validation (the pipeline's
 ideal-action accuracy on the held-out source, as ``score.py`` counts it, pooled over every tune pair)
 ranks the settings whose fact-losing rate is within the bound; the settings include what a delete the
-fact checks refuse becomes (``refused_delete``: the next most probable action, or a merge); the five most accurate then compress the tune
-conversations as turns in paper mode (:func:`paper_runs`), and the one that meets the most 50% budgets,
+fact checks refuse becomes (``refused_delete``: the next most probable action, or a merge); the five most
+accurate then compress the tune conversations as turns in paper mode (:func:`paper_runs`), and the one
+that meets the most 50% budgets,
 then gets furthest when asked for 30%, then is the most accurate, is kept. ``--cv-only`` runs both steps
 and prints them, writing nothing. Writes ``memrefine_edge/data/scorer_weights.json`` (the packaged weights) and
 ``bench/results/scorer_training.json``; needs the LoCoMo data (``MEMREFINE_LOCOMO``).
@@ -40,13 +41,13 @@ sys.path.insert(0, str(HERE))
 # The benchmarks' shared helpers (_locomo), last: bench/pairs.py is not this folder's pairs.py.
 sys.path.append(str(REPO / "bench"))
 
-from pairs import PAIRS, outcome, resolve  # noqa: E402
+from pairs import outcome, resolve  # noqa: E402
 
 from memrefine_edge import __version__  # noqa: E402
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
 from memrefine_edge.judging import RedundancyScorer  # noqa: E402
 from memrefine_edge.judging._fastpath import fast_path  # noqa: E402
-from memrefine_edge.judging._scorer import CLASSES, FEATURES, pair_features, swap_index
+from memrefine_edge.judging._scorer import CLASSES, FEATURES, pair_features, swap_index  # noqa: E402
 
 L2_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
 REFUSED_GRID = ("next", "merge")

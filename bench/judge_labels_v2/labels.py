@@ -104,8 +104,8 @@ def final() -> None:
     print(f"wrote {len(out)} labels ({agreed} agreed, {len(out) - agreed} settled) to labels.jsonl")
     for part in ("tune", "test"):
         c = Counter(r["ideal"] for r in out if r["split"] == part)
-        print(f"  {part}: {sum(c.values())} pairs, " + ", ".join(f"{k} {c[k]}" for k in
-                                                            ("delete_a", "delete_b", "delete_any", "merge", "preserve")))
+        order = ("delete_a", "delete_b", "delete_any", "merge", "preserve")
+        print(f"  {part}: {sum(c.values())} pairs, " + ", ".join(f"{k} {c[k]}" for k in order))
 
 
 if __name__ == "__main__":

@@ -348,9 +348,10 @@ def _sentence_loss(g: BoundSentence, kept: tuple[BoundSentence, ...], kept_names
         # "Prefers oat milk" is not stated by "Prefers soy milk", nor "Pickle is scared of the hoover"
         # by "Pretzel is scared of the hoover" (the bags hold no name there, only words).
         swaps = [_replaced(g, k) for k in stating]
-        if not all(swaps):
+        first = swaps[0]
+        if first is None or not all(swaps):
             return None
-        return f"{swaps[0][0]} (the other entry says {swaps[0][1]})"
+        return f"{first[0]} (the other entry says {first[1]})"
     have = {f for k in candidates for f in k.facts}
     unbound = [f.shown for f in needed if f not in have]
     if unbound:

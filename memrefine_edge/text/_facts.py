@@ -466,8 +466,9 @@ def _states_view(sentence: str) -> bool:
     a third party, rather than small talk: the small-talk classifier is not asked about it.
 
     A preference of the speaker's ("That's when my love for car engineering began!", "I prefer
-    planners", "Loves sushi", "Can't stand olives"), a view of a named thing ("Live music is the best.", "Planners or schedulers help you
-    stay on top of things.") or a statement about someone else ("And so sad she's leaving.") is a
+    planners", "Loves sushi", "Can't stand olives"), a view of a named thing ("Live music is the
+    best.", "Planners or schedulers help you stay on top of things.") or a statement about someone
+    else ("And so sad she's leaving.") is a
     fact about who holds it (the labelling rules: who felt, preferred what); a reaction to the other
     person's news ("I love your painting!", "That sounds like fun") is not, and is left to the
     classifier.
