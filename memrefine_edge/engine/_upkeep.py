@@ -294,8 +294,13 @@ class Upkeep:
                 if left is not None and left <= 0:
                     self.wait_timeouts += 1
                     return
-                # The worker notifies after every commit; the timeout only bounds a missed wake-up.
-                self._cond.wait(0.5 if left is None else min(left, 0.5))
+                # The worker wakes this add once the size is down to the limit (or its state changes);
+                # the timeout only bounds a missed wake-up.
+                worker.watch.append(limit)
+                try:
+                    self._cond.wait(0.5 if left is None else min(left, 0.5))
+                finally:
+                    worker.watch.remove(limit)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until the worker has nothing left to do; True if it has, False if ``timeout`` ran out first

@@ -88,6 +88,9 @@ class UpkeepWorker(threading.Thread):
         self.stopping = False
         #: The error that ended this thread outside a pass (the next add starts a new one), or None.
         self.crashed: BaseException | None = None
+        #: The sizes adds beyond the lag wait for (one per waiting add): the worker wakes them.
+        self.watch: list[int] = []
+        self._store: MemoryStore | None = None  # the worker's own connection, while it runs
         self._resume = resume  # look for an interrupted pass at the first wake-up
         self._embedded_upto = -1  # the highest insertion number embedded (-1: not checked yet)
 
@@ -108,7 +111,7 @@ class UpkeepWorker(threading.Thread):
     def run(self) -> None:
         store: MemoryStore | None = None
         try:
-            store = MemoryStore(self.path, create=False, **self.options)
+            store = self._store = MemoryStore(self.path, create=False, **self.options)
             comp = self._compressor(store)
             while True:
                 with self.cond:
@@ -134,6 +137,7 @@ class UpkeepWorker(threading.Thread):
             self.upkeep.crashed(exc)
         finally:
             if store is not None:
+                self._store = None
                 try:
                     store.close()
                 except Exception:  # noqa: BLE001 - closing must not hide why the thread ended
@@ -143,10 +147,14 @@ class UpkeepWorker(threading.Thread):
                 self.cond.notify_all()
 
     def checkpoint(self) -> None:
-        """A step of the worker is committed: wake the adds waiting on the size, park while an add runs,
-        stop if asked (the pass stays resumable)."""
+        """A step of the worker is committed: wake the adds waiting for the size once it is down to what
+        they wait for, park while an add runs, stop if asked (the pass stays resumable)."""
         with self.cond:
-            self.cond.notify_all()
+            # Checked here, not by the waiting adds at every step: waking them thousands of times a pass
+            # would hand the interpreter lock back and forth, and slow the pass several times over.
+            if self.watch and self._store is not None and \
+                    self._store.running_size(self.upkeep.compressor.metric) <= max(self.watch):
+                self.cond.notify_all()
             while self.adding and not self.stopping:
                 self.cond.wait()
             if self.stopping:
