@@ -66,12 +66,15 @@ def int8_products(a: np.ndarray, b: np.ndarray, *, threads: int = 1, out: np.nda
     """``a @ b.T`` as exact int32 for int8 ``a`` ``(m, d)`` and ``b`` ``(n, d)``.
 
     Cheapest with the long operand as ``a`` (it is only re-offset to uint8; ``b`` is
-    transposed). ``threads``: onnxruntime intra-op threads (``0``: ``min(2, cores)``).
+    transposed). ``a`` may also be given re-offset already: uint8 holding each int8 code + 128
+    (``a.view(np.uint8) ^ 0x80``), used as it is (for an ``a`` multiplied again and again).
+    ``threads``: onnxruntime intra-op threads (``0``: ``min(2, cores)``).
     ``out`` (C-contiguous int32 ``(m, n)``) receives the result, and ``scratch`` (a flat uint8
     array of at least ``m * d``) holds ``a`` re-offset: buffers a caller reuses, so that a
     scan in many blocks does not map fresh pages for each (see ``_memory.pin_mmap_threshold``).
     """
-    if a.dtype != np.int8 or b.dtype != np.int8 or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+    if a.dtype not in (np.int8, np.uint8) or b.dtype != np.int8 or a.ndim != 2 or b.ndim != 2 or \
+            a.shape[1] != b.shape[1]:
         raise ValueError(f"int8_products needs int8 (m, d) and (n, d), got {a.dtype}{a.shape} and "
                          f"{b.dtype}{b.shape}")
     m, n = a.shape[0], b.shape[0]
@@ -82,8 +85,11 @@ def int8_products(a: np.ndarray, b: np.ndarray, *, threads: int = 1, out: np.nda
     if threads <= 0:
         threads = default_threads()
     # uint8 with zero point 128 is the int8 value + 128: flipping the top bit maps one to the other.
-    a_u8 = np.empty(a.shape, dtype=np.uint8) if scratch is None else scratch[: a.size].reshape(a.shape)
-    np.bitwise_xor(a.view(np.uint8), np.uint8(0x80), out=a_u8)
+    if a.dtype == np.uint8:
+        a_u8 = np.ascontiguousarray(a)
+    else:
+        a_u8 = np.empty(a.shape, dtype=np.uint8) if scratch is None else scratch[: a.size].reshape(a.shape)
+        np.bitwise_xor(a.view(np.uint8), np.uint8(0x80), out=a_u8)
     bt = np.ascontiguousarray(b.T)
     sess = _session(threads)
     if out is None:

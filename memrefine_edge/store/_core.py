@@ -34,7 +34,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import sqlite_utils
 
 from memrefine_edge.core import (
@@ -59,6 +58,7 @@ from ._journal import RunJournal
 from ._maintenance import WAL_FILE_LIMIT_BYTES, MaintenanceMixin
 from ._refusals import read_refusal, refusal
 from ._schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
+from ._search_index import SearchIndex
 from ._sizes import SizesMixin
 from ._vectors import VectorsMixin
 
@@ -178,7 +178,9 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
             raise SchemaError(f"{self.path} is not a usable SQLite database: {exc}") from exc
         self._lock = threading.RLock()
         self._version = 0
-        self._search_cache: tuple[tuple[Any, ...], list[str], np.ndarray] | None = None
+        #: The search index in memory (store._search_index): built by the first search, then brought up
+        #: to date from the change feed by each search (not dropped by writes).
+        self._search_index: SearchIndex | None = None
         self._in_tx = False
         self._depth = 0
         self._group: CommitGroup | None = None  # set inside grouped()
@@ -349,11 +351,6 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
         """A write transaction ended (committed or rolled back): the store's version moves on."""
         self._in_tx = False
         self._version += 1
-        # The search cache is keyed on the write version, so a write has just made it stale: drop it
-        # now rather than hold a float32 matrix of every embedding (74 MB at 48k entries) until the
-        # next search replaces it. An upkeep pass, or a run of adds, would otherwise carry it on top
-        # of its own memory.
-        self._search_cache = None
 
     def _begin_group(self) -> None:
         """A commit group's transaction begins (:class:`WriteHandle`): the write lock is held until its commit,

@@ -39,6 +39,12 @@ def link_row_bytes(row: str = "") -> str:
     return f"2 * (LENGTH(CAST({row}src AS BLOB)) + LENGTH(CAST({row}dst AS BLOB))) + 12"
 
 
+def _feed(row: str) -> str:
+    """The body of a change-feed trigger (migration 0012): the entry's number in, the oldest changes out."""
+    return (f"INSERT INTO change_feed (seq) VALUES ({row}.seq); DELETE FROM change_feed WHERE n <= "
+            "last_insert_rowid() - 64 - (SELECT value FROM totals WHERE name = 'entries') / 4;")
+
+
 @dataclass(frozen=True)
 class Migration:
     name: str
@@ -472,6 +478,21 @@ MIGRATIONS: list[Migration] = [
             r.run_id FROM preserves JOIN runs r ON r.num = run) WHERE x IS NOT NULL AND y IS NOT NULL;
         DELETE FROM audit WHERE action = (SELECT num FROM strings WHERE text = 'preserve')
             AND source IS NOT (SELECT num FROM strings WHERE text = 'deferred');
+        """,
+    ),
+    Migration(
+        "0012_change_feed",
+        f"""
+        -- Which entries changed, in order, so that a search index held in memory follows the store
+        -- without reading it again (store._search_index): a row per insert, delete or change of an
+        -- entry's content or embedding, by any connection, written by triggers in the writer's
+        -- transaction. n grows by one a change; the feed keeps the last 64 + entries / 4 changes
+        -- (a reader further behind reads the store again, which costs about as much).
+        CREATE TABLE change_feed (n INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+        CREATE TRIGGER feed_insert AFTER INSERT ON entries BEGIN {_feed("NEW")} END;
+        CREATE TRIGGER feed_delete AFTER DELETE ON entries BEGIN {_feed("OLD")} END;
+        CREATE TRIGGER feed_update AFTER UPDATE OF content, content_hash, embedding, embedding_model, embedded_hash
+            ON entries BEGIN {_feed("NEW")} END;
         """,
     ),
 ]

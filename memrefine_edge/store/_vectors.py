@@ -29,6 +29,8 @@ from memrefine_edge.core import ConfigurationError, Entry, EntryNotFoundError, i
 if TYPE_CHECKING:  # pragma: no cover
     from memrefine_edge.backends import Encoder
 
+    from ._search_index import SearchIndex
+
 __all__ = ["VectorsMixin", "encode_embedding", "decode_embedding", "quantize_embedding", "stored_embedding_bytes",
            "EMBEDDING_TAG"]
 
@@ -76,8 +78,9 @@ class VectorsMixin:
     if TYPE_CHECKING:  # provided by MemoryStore
         _db: Any
         read_only: bool
-        _version: int
-        _search_cache: tuple[tuple[Any, ...], list[str], np.ndarray] | None
+        _lock: Any
+        _in_tx: bool
+        _search_index: SearchIndex | None
 
         def atomic(self) -> AbstractContextManager[None]: ...
         def _read_snapshot(self) -> AbstractContextManager[None]: ...
@@ -120,9 +123,7 @@ class VectorsMixin:
             if count > 1:
                 left[digest] = count
         if not total:
-            # Nothing to do: no write transaction, so the search cache (keyed on
-            # the write version) stays valid.
-            return 0
+            return 0  # nothing to do: no write transaction
         # Stored form of a repeated content once embedded: its later copies reuse it.
         done_blobs: dict[str, bytes] = {}
         done, after = 0, -1
@@ -269,56 +270,131 @@ class VectorsMixin:
         assert codes is not None
         return ids, codes, scales
 
-    def _with_missing(self, encoder: "Encoder", ids: list[str], matrix: np.ndarray) -> tuple[list[str], np.ndarray]:
-        """``ids, matrix`` completed with in-memory vectors of the entries not embedded by ``encoder`` (in order)."""
-        have = set(ids)
-        rows = [(r[0], r[1]) for r in self._db.conn.execute("SELECT id, content FROM entries ORDER BY seq")]
-        missing = [(i, c) for i, c in rows if i not in have]
-        if not missing:
-            return ids, matrix
-        vectors = dict(zip(ids, matrix, strict=True))
-        vectors.update(zip((i for i, _ in missing), encoder.embed([c for _, c in missing]), strict=True))
-        order = [i for i, _ in rows]
-        return order, np.stack([np.asarray(vectors[i], dtype=np.float32) for i in order])
-
     def search(self, query: str, k: int = 10, *, encoder: "Encoder") -> list[tuple[Entry, float]]:
-        """Cosine top-``k`` live entries for ``query`` (the default retriever).
+        """Cosine top-``k`` live entries for ``query`` (the default retriever); ties by insertion order.
 
-        The embedding matrix is cached in memory and rebuilt after any write.
-        Entries without an embedding are embedded first (and stored; a store
-        opened read-only embeds them in memory only).
+        The vectors are kept in memory (:mod:`~memrefine_edge.store._search_index`) and brought up
+        to date from the store's change feed: a search after a write -- an add, a delete, a merge,
+        an eviction, on this connection or any other, in this process or another -- reads only
+        the entries that changed, not the whole store (which it reads again only when the feed no
+        longer reaches back to its last search). Entries without an embedding of ``encoder``'s
+        model are embedded first, and their embeddings stored (a store opened read-only keeps
+        them in memory only). The result is the one a scan of every live entry gives.
         """
         if k < 1:
             raise ValueError("k must be at least 1")
-        def version() -> tuple[Any, ...]:
-            # Another connection (a compression in another process) may have
-            # committed since the cache was built: data_version says so.
-            return (self._version, self._db.conn.execute("PRAGMA data_version").fetchone()[0], encoder.model_id)
+        vector = np.asarray(encoder.embed([query])[0], dtype=np.float32)
+        with self._lock:
+            if not self.read_only and not self._in_tx and self._feed_lost(encoder.model_id):
+                # The index is rebuilt from the whole store: embed what needs it first, in committed batches.
+                self.ensure_embeddings(encoder)
+            with self._read_snapshot():
+                index, todo = self._follow_feed(encoder.model_id)
+                stored = self._embed_into(index, todo, encoder)
+                hits = [(self.get(entry_id), score) for entry_id, score in index.search(vector, k)]
+            if self._in_tx:  # read inside a write transaction that may yet roll back: not kept
+                self._search_index = None
+            if stored:
+                self._store_embeddings(stored, encoder.model_id)
+        return hits
 
-        cache = self._search_cache
-        if not self.read_only and (cache is None or cache[0] != version()):
-            # Only when something changed: the check reads every entry row (O(n)).
-            self.ensure_embeddings(encoder)
-        with self._read_snapshot():
-            now = version()
-            cache = self._search_cache
-            if cache is None or cache[0] != now:
-                ids, matrix = self.embeddings(model_id=encoder.model_id)
+    def _feed_lost(self, model_id: str) -> bool:
+        """Whether the next search reads the whole store: no index of ``model_id`` yet, or the change
+        feed no longer reaches back to its position."""
+        index = self._search_index
+        if index is None or index.model_id != model_id:
+            return True
+        conn = self._db.conn
+        top = int(conn.execute("SELECT COALESCE(MAX(n), 0) FROM change_feed").fetchone()[0])
+        if top <= index.position:
+            return top < index.position  # behind the index: another file, or a feed started again
+        # Its oldest row (MIN and MAX each read one end of the key; together they would scan it).
+        low = conn.execute("SELECT MIN(n) FROM change_feed").fetchone()[0]
+        return low is None or low > index.position + 1
+
+    def _follow_feed(self, model_id: str) -> tuple[SearchIndex, list[tuple[int, str, str, str]]]:
+        """The search index brought up to this snapshot, and the live entries it lacks a vector for
+        (``seq, id, content, content_hash``). Inside a read snapshot."""
+        from ._search_index import SearchIndex  # it reads the stored form this module defines
+
+        conn = self._db.conn
+        index = self._search_index
+        if self._feed_lost(model_id) or index is None:
+            top = int(conn.execute("SELECT COALESCE(MAX(n), 0) FROM change_feed").fetchone()[0])
+            index = SearchIndex(model_id, top)
+            todo = self._index_rows(index, None)
+            self._search_index = index
+            return index, todo
+        top = int(conn.execute("SELECT COALESCE(MAX(n), 0) FROM change_feed").fetchone()[0])
+        if top == index.position:
+            return index, []
+        changed = [int(r[0]) for r in conn.execute(
+            "SELECT DISTINCT seq FROM change_feed WHERE n > ?", (index.position,))]
+        todo = self._index_rows(index, changed)
+        index.position = top
+        return index, todo
+
+    def _index_rows(self, index: SearchIndex, seqs: list[int] | None) -> list[tuple[int, str, str, str]]:
+        """Put the stored vectors of entries ``seqs`` (all, for None) into ``index``, drop those gone;
+        returns the live ones with no usable stored vector (``seq, id, content, content_hash``)."""
+        conn = self._db.conn
+        models = (self._model_tag(index.model_id), index.model_id)
+        # Read-only, a stale embedding is used as stored (nothing can embed it again for good).
+        current = "1" if self.read_only else "embedded_hash IS content_hash"
+        sql = (f"SELECT seq, id, embedding, embedding IS NOT NULL AND embedding_model IN (?, ?) AND {current}"
+               " FROM entries")
+        missing: list[int] = []
+        if seqs is None:
+            usable_rows = []
+            for seq, entry_id, blob, usable in conn.execute(sql + " ORDER BY seq", models):
+                if usable:
+                    usable_rows.append((seq, entry_id, blob))
+                else:
+                    missing.append(seq)
+            index.put_blobs(usable_rows)
+        else:
+            found: set[int] = set()
+            for start in range(0, len(seqs), 500):
+                chunk = seqs[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for seq, entry_id, blob, usable in conn.execute(f"{sql} WHERE seq IN ({marks})", (*models, *chunk)):
+                    found.add(seq)
+                    if usable:
+                        index.put_blob(seq, entry_id, blob)
+                    else:
+                        missing.append(seq)
+            for seq in seqs:
+                if seq not in found:
+                    index.drop(seq)
+        todo: list[tuple[int, str, str, str]] = []
+        for start in range(0, len(missing), 500):
+            chunk = missing[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            todo += [(int(r[0]), r[1], r[2], r[3]) for r in conn.execute(
+                f"SELECT seq, id, content, content_hash FROM entries WHERE seq IN ({marks}) ORDER BY seq", chunk)]
+        return todo
+
+    def _embed_into(self, index: SearchIndex, todo: list[tuple[int, str, str, str]],
+                    encoder: "Encoder") -> list[tuple[int, str, bytes]]:
+        """Embed the entries of ``todo`` into ``index``; returns what to store (``seq, content_hash,
+        blob``): nothing for a store opened read-only, whose index keeps the vectors as computed."""
+        stored: list[tuple[int, str, bytes]] = []
+        for start in range(0, len(todo), 64):
+            chunk = todo[start:start + 64]
+            for (seq, entry_id, _, digest), vec in zip(chunk, encoder.embed([c for _, _, c, _ in chunk]),
+                                                       strict=True):
                 if self.read_only:
-                    ids, matrix = self._with_missing(encoder, ids, matrix)
-                cache = self._search_cache = (now, ids, matrix)
-            _, ids, matrix = cache
-            if not ids:
-                return []
-            q = encoder.embed([query])[0]
-            # numpy's single-threaded loop: BLAS sgemv's threads stall on shared cores.
-            scores = np.einsum("ij,j->i", matrix, np.asarray(q, dtype=np.float32))
-            k = min(k, len(ids))
-            # Every score at or above the k-th (ties at the k-th place included), then a
-            # stable sort of those: the same top-k as a stable sort of all, ties by
-            # insertion order, without sorting n scores.
-            neg = -scores
-            kth = np.partition(neg, k - 1)[k - 1]
-            cand = np.flatnonzero(neg <= kth)
-            top = cand[np.argsort(neg[cand], kind="stable")][:k]
-            return [(self.get(ids[i]), float(scores[i])) for i in top]
+                    index.put_vector(seq, entry_id, vec)
+                else:
+                    blob = encode_embedding(vec)
+                    index.put_blob(seq, entry_id, blob)  # as a later read of the store gives it
+                    stored.append((seq, digest, blob))
+        return stored
+
+    def _store_embeddings(self, stored: list[tuple[int, str, bytes]], model_id: str) -> None:
+        """Store embeddings a search computed (each only if its entry's content is still the one embedded)."""
+        with self.atomic():
+            tag = self._model_tag(model_id, add=True)
+            self._db.conn.executemany(
+                "UPDATE entries SET embedding = ?, embedding_model = ?, embedded_hash = content_hash"
+                " WHERE seq = ? AND content_hash = ?", [(blob, tag, seq, digest) for seq, digest, blob in stored])

@@ -419,14 +419,15 @@ def test_search_ordering_ties_and_cache(tmp_store):
     scores = [s for _, s in hits]
     assert scores == sorted(scores, reverse=True) and scores[0] == pytest.approx(scores[1])
     assert len(tmp_store.search("anything", 50, encoder=enc)) == 4
-    cache = tmp_store._search_cache
+    index = tmp_store._search_index
     tmp_store.search("dog", 1, encoder=enc)
-    assert tmp_store._search_cache is cache  # no write since: the matrix is reused
+    assert tmp_store._search_index is index  # no write since: the index is reused
     tmp_store.add(Entry(id="new", content="Biscuit the dog chewed a sock"))
-    assert tmp_store._search_cache is None  # stale after the write: released, not held until the next search
-    assert tmp_store.search("Biscuit dog sock", 1, encoder=enc)[0][0].id == "new"  # rebuilt after the write
+    assert tmp_store.search("Biscuit dog sock", 1, encoder=enc)[0][0].id == "new"  # the add, followed
+    assert tmp_store._search_index is index  # the same index, brought up to date from the change feed
     tmp_store.remove("new")
     assert "new" not in [e.id for e, _ in tmp_store.search("Biscuit dog sock", 5, encoder=enc)]
+    assert tmp_store._search_index is index
     with pytest.raises(ValueError):
         tmp_store.search("x", 0, encoder=enc)
 
