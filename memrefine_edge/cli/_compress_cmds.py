@@ -251,8 +251,10 @@ _compress_options = [
                  help="Budget as a size: a whole number of bytes (80000) or with a unit (80KB, 1.5MiB)."),
     click.option("--metric", type=click.Choice(["json", "disk"]), default=None,
                  help="Size metric the budget is measured in [default: the standing budget's, else json]."),
-    click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
-                 help="paper: stop when no candidate is left; strict: evict until the budget holds."),
+    click.option("--mode", type=click.Choice(["paper", "strict", "live"]), default="paper", show_default=True,
+                 help="paper: stop when no candidate is left; strict: evict until the budget holds; live: judge "
+                      "only the entries new since the last live pass, each against its nearest neighbours, "
+                      "then evict until the budget holds."),
     *_pipeline_options,
     click.option("--min-similarity", type=click.FloatRange(-1, 1), default=None,
                  help="Stop proposing pairs below this cosine [default: none, as in the paper]."),

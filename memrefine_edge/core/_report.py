@@ -52,6 +52,9 @@ class CompressionReport:
     #: Deferred deletes the run took to meet its budget (also in ``actions`` and ``sources``; the pairs
     #: deferred are the preserves of source ``deferred``).
     deferred_taken: int = 0
+    #: Live mode: the highest insertion number up to which every entry has been judged against its
+    #: nearest neighbours (the next live pass judges only entries inserted after it, and merged ones).
+    judged_through_seq: int | None = None
 
     @property
     def stop(self) -> StopReason:

@@ -19,6 +19,15 @@ class Mode(StrEnum):
     PAPER = "paper"
     #: The budget is hard: when the candidates run out above it, entries are evicted (each audited).
     STRICT = "strict"
+    #: The budget is hard and the work bounded: only the entries that changed since the store's last
+    #: live pass are judged, each against its nearest live neighbours, then entries are evicted as in
+    #: strict mode. A pass's work grows with what changed, not with the store.
+    LIVE = "live"
+
+    @property
+    def hard(self) -> bool:
+        """Whether the budget is hard (eviction when the judged pairs do not meet it)."""
+        return self is not Mode.PAPER
 
 
 class Metric(StrEnum):
@@ -40,6 +49,8 @@ class StopReason(StrEnum):
     BUDGET_MET_BY_DEFERRED = "budget met by deferred deletes"
     #: Strict mode: met only after evictions.
     BUDGET_MET_BY_EVICTION = "budget met by eviction (strict mode)"
+    #: Live mode: met only after evictions.
+    BUDGET_MET_BY_EVICTION_LIVE = "budget met by eviction (live mode)"
     #: Strict mode: eviction stopped, as no other entry of the run that fits the budget alone was left.
     NO_ENTRY_FITS = "budget not met: no entry of the run fits the budget alone (strict mode)"
     #: Every candidate pair was judged (paper mode ends here above budget by design).

@@ -25,7 +25,10 @@ from memrefine_edge.store import quantize_embedding
 
 if TYPE_CHECKING:  # pragma: no cover
     from memrefine_edge.backends import Encoder
-    from memrefine_edge.index import PairQueue
+    from memrefine_edge.index import LocalPairs, PairQueue
+
+    #: What proposes a run's pairs: the paper's queue, or live mode's bounded one (the same interface here).
+    Queue = PairQueue | LocalPairs
     from memrefine_edge.judging import Merger
     from memrefine_edge.store import MemoryStore
 
@@ -52,7 +55,7 @@ class DecisionPath:
         """Model calls made so far by the method's judge and the merger."""
         return self.method.llm_calls + int(self.merger.stats.get("llm_calls", 0))
 
-    def decide_and_apply(self, step: int, pair: Pair, queue: PairQueue | None = None) -> tuple[str, str]:
+    def decide_and_apply(self, step: int, pair: Pair, queue: "Queue | None" = None) -> tuple[str, str]:
         """Show ``pair`` to the method and apply its decision as ``step``; returns ``(action, source)``.
 
         :class:`EntryNotFoundError` (nothing written) if an entry of the pair is gone.
@@ -66,7 +69,7 @@ class DecisionPath:
         return self.apply(step, pair, a, b, decision, latency_ms=latency, queue=queue)
 
     def apply(self, step: int, pair: Pair, a: Entry, b: Entry, decision: Decision, *, latency_ms: float,
-              queue: PairQueue | None = None) -> tuple[str, str]:
+              queue: "Queue | None" = None) -> tuple[str, str]:
         """Apply ``decision`` on the pair of entries ``a`` and ``b`` as ``step``; returns ``(action, source)``.
 
         ``queue`` (None before it is built) follows the change.
@@ -95,7 +98,7 @@ class DecisionPath:
         return "preserve", decision.source
 
     def _apply_merge(self, step: int, pair: Pair, a: Entry, b: Entry, decision: Decision, merged: Entry,
-                     latency_ms: float, queue: PairQueue | None) -> None:
+                     latency_ms: float, queue: "Queue | None") -> None:
         journal, clock = self.store.journal, self.clock
         t = time.perf_counter()
         vec = self.encoder.embed([merged.content])[0]
@@ -134,7 +137,7 @@ class DecisionPath:
         return build_merged_entry(a, b, content=content, keywords=keywords, entry_id=entry_id)
 
 
-def _follow_merge(queue: PairQueue, a_id: Hashable, b_id: Hashable, merged_id: str, vec: np.ndarray,
+def _follow_merge(queue: "Queue", a_id: Hashable, b_id: Hashable, merged_id: str, vec: np.ndarray,
                   store: MemoryStore) -> None:
     """The queue after a merge: both entries out, the merged one in, as a resumed run's queue reads it back."""
     queue.remove(a_id)

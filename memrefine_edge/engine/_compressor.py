@@ -122,6 +122,7 @@ class Compressor:
         metric: str = "json",
         mode: str = "paper",
         k: int = 16,
+        neighbours: int = 8,
         min_similarity: float | None = None,
         progress: Callable[[Progress], None] | None = None,
         embed_progress: Callable[[int, int], None] | None = None,
@@ -146,6 +147,10 @@ class Compressor:
         #: The budget mode of a new run.
         self.mode = Mode(mode)
         self.k = k
+        if not isinstance(neighbours, int) or isinstance(neighbours, bool) or neighbours < 1:
+            raise ConfigurationError(f"neighbours must be a positive integer, got {neighbours!r}")
+        #: Live mode: how many nearest live neighbours each changed entry is judged against.
+        self.neighbours = neighbours
         if min_similarity is not None and not -1.0 <= min_similarity <= 1.0:
             raise BudgetError(f"min_similarity must be in [-1, 1], got {min_similarity!r}")
         self.min_similarity = min_similarity
@@ -168,7 +173,7 @@ class Compressor:
         """
         target = resolve_target(self.store, metric=self.metric, budget=budget, budget_bytes=budget_bytes,
                                 dim=self.encoder.dim)
-        if self.mode is Mode.STRICT:
+        if self.mode.hard:
             require_strict_floor(self.store, metric=self.metric, target=target,
                                  embedding_bytes=stored_embedding_bytes(self.encoder.dim))
         return target
@@ -296,14 +301,19 @@ class Compressor:
             path = DecisionPath(store=store, method=self.method, merger=self.merger, encoder=self.encoder,
                                 run_id=run_id, metric=plan.metric, clock=clock, created=outsiders.created)
             floor = None
-            if plan.mode is Mode.STRICT:  # the run's own entries when it started (those inserted up to its start)
-                later = store.sizes_after(outsiders.start_seq)
+            later = store.sizes_after(outsiders.start_seq) if plan.mode.hard else {}
+            if plan.mode.hard:  # the run's own entries when it started (those inserted up to its start)
                 floor = StrictFloor(store, metric=plan.metric, target=plan.target,
                                     originals=[i for i in store.ids() if i not in later])
+            changed: set[str] = set()
+            if plan.mode is Mode.LIVE:  # the run's entries inserted since the last live pass, and its merges
+                since = self._judged_through(run_id)
+                changed = {i for i in store.sizes_after(since) if i not in later or i in outsiders.created}
             state = RunState(store=store, plan=plan, path=path, outsiders=outsiders, actions=actions,
                              sources=sources, deferred_taken=deferred_taken, clock=clock, floor=floor, k=self.k,
                              model_id=self.encoder.model_id, commit_window_s=self.commit_window_s,
-                             max_decisions=max_decisions, progress=self.progress)
+                             max_decisions=max_decisions, progress=self.progress,
+                             neighbours=self.neighbours if plan.mode is Mode.LIVE else None, changed=changed)
             stop = self._loop(state)
         release_free_memory()  # what the run's queue left in the allocator (see memrefine_edge.core._memory)
         llm_calls = self.method.llm_calls - llm_calls_before
@@ -345,7 +355,8 @@ class Compressor:
         if stop is StopReason.BUDGET_MET and run.plan.resumed and run.done == 0:
             # Resumed after the last change: said as the uninterrupted run said it.
             if run.actions["evict"]:
-                stop = StopReason.BUDGET_MET_BY_EVICTION
+                stop = StopReason.BUDGET_MET_BY_EVICTION_LIVE if run.plan.mode is Mode.LIVE else \
+                    StopReason.BUDGET_MET_BY_EVICTION
             elif run.deferred_taken:
                 stop = StopReason.BUDGET_MET_BY_DEFERRED
         if not run.over():
@@ -356,10 +367,20 @@ class Compressor:
             return stopped
         if not run.over():
             return StopReason.BUDGET_MET_BY_DEFERRED if run.deferred_taken > taken else StopReason.BUDGET_MET
-        if run.plan.mode is Mode.STRICT:
+        if run.plan.mode.hard:
             evict_to_budget(run)
-            stop = StopReason.BUDGET_MET_BY_EVICTION if not run.over() else StopReason.NO_ENTRY_FITS
+            met = StopReason.BUDGET_MET_BY_EVICTION_LIVE if run.plan.mode is Mode.LIVE else \
+                StopReason.BUDGET_MET_BY_EVICTION
+            stop = met if not run.over() else StopReason.NO_ENTRY_FITS
         return stop
+
+    def _judged_through(self, run_id: str) -> int:
+        """The insertion number up to which every entry was judged against its nearest neighbours: the
+        highest a finished live run (not undone) recorded, other than ``run_id`` (0: none yet)."""
+        marks = [int(r.report.get("judged_through_seq") or 0) for r in self.store.journal.runs()
+                 if r.run_id != run_id and r.status == "done" and r.report
+                 and r.params.get("mode") == Mode.LIVE.value]
+        return max(marks, default=0)
 
     # --- reporting -----------------------------------------------------------
 
@@ -383,7 +404,19 @@ class Compressor:
             seconds={k: round(v, 3) for k, v in clock.items()},
             added_during_run={"entries": len(run.outsiders.sizes), "bytes": outsiders} if run is not None else {},
             deferred_taken=run.deferred_taken if run is not None else 0,
+            judged_through_seq=self._judged_mark(plan, run, stop),
         )
+
+    def _judged_mark(self, plan: RunPlan, run: RunState | None, stop: StopReason) -> int | None:
+        """Live mode: how far this run leaves every entry judged. When its candidates ran out, every entry
+        it started with was judged (the next pass starts after them); when the budget held first, no
+        further than before."""
+        if run is None or plan.mode is not Mode.LIVE:
+            return None
+        before = self._judged_through(run.run_id)
+        judged_all = run.actions["evict"] > 0 or stop.out_of_candidates or stop in (
+            StopReason.BUDGET_MET_BY_DEFERRED, StopReason.BUDGET_MET_BY_EVICTION_LIVE, StopReason.NO_ENTRY_FITS)
+        return max(before, run.outsiders.start_seq) if judged_all else before
 
 
 def _describe(params: dict[str, Any]) -> str:

@@ -116,19 +116,24 @@ class RunState:
     come fast share a transaction that commits once it is ``commit_window_s``
     old (see :meth:`phase`); ``max_decisions`` caps the decisions of this
     session. ``k`` and ``model_id`` say how to build a neighbour index of the
-    run's vectors (:meth:`vectors`).
+    run's vectors (:meth:`vectors`); in live mode ``neighbours`` and ``changed``
+    bound the candidate pairs to the changed entries' nearest neighbours.
     """
 
     def __init__(self, *, store: MemoryStore, plan: RunPlan, path: DecisionPath, outsiders: Outsiders,
                  actions: Counter[str], sources: Counter[str], deferred_taken: int, clock: dict[str, float],
                  floor: StrictFloor | None, k: int, model_id: str, commit_window_s: float,
-                 max_decisions: int | None, progress: Callable[[Progress], None] | None) -> None:
+                 max_decisions: int | None, progress: Callable[[Progress], None] | None,
+                 neighbours: int | None = None, changed: Collection[str] = ()) -> None:
         assert plan.run_id is not None
         self.store, self.plan, self.path, self.outsiders = store, plan, path, outsiders
         self.run_id: str = plan.run_id
         self.target, self.metric = plan.target, plan.metric
         self.actions, self.sources, self.deferred_taken, self.clock = actions, sources, deferred_taken, clock
         self.floor, self.k, self.model_id = floor, k, model_id
+        #: Live mode: how many nearest neighbours each changed entry is judged against, and which
+        #: entries changed (None: the paper's order over every pair).
+        self.neighbours, self.changed = neighbours, frozenset(changed)
         self.commit_window_s, self.max_decisions, self.progress = commit_window_s, max_decisions, progress
         #: The next step of the run (the journal's cursor).
         self.step = plan.step

@@ -1,5 +1,8 @@
 """The similar phase: the paper's loop, the most similar pair not yet judged until the budget holds.
 
+In live mode the candidates are bounded: only the pairs of the entries that changed since the
+store's last live pass with their nearest live neighbours (:class:`~memrefine_edge.index.LocalPairs`).
+
 The run's vectors go into a :class:`~memrefine_edge.index.PairQueue` (with
 the pairs preserved so far excluded), which proposes the most cosine-similar
 live pair not yet judged; each is decided and applied as any decision, and
@@ -13,7 +16,7 @@ from __future__ import annotations
 import time
 
 from memrefine_edge.core import EntryNotFoundError, StopReason, release_free_memory
-from memrefine_edge.index import PairQueue
+from memrefine_edge.index import LocalPairs, PairQueue
 
 from ._run import PhaseResult, RunState
 
@@ -33,8 +36,13 @@ def take_similar(run: RunState) -> PhaseResult:
     # The queue takes the vectors as they are (no copy) and is their only holder, so it
     # may compact them in place.
     ids, matrix, scales = run.vectors()
-    queue = PairQueue(ids, matrix, scales=scales, k=run.k, excluded=store.journal.live_preserved_pairs(),
-                      writable=True)
+    queue: PairQueue | LocalPairs
+    if run.neighbours is not None:  # live mode: the changed entries against their nearest neighbours
+        queue = LocalPairs(ids, matrix, scales=scales, k=run.neighbours, changed=run.changed,
+                           excluded=store.journal.live_preserved_pairs())
+    else:
+        queue = PairQueue(ids, matrix, scales=scales, k=run.k, excluded=store.journal.live_preserved_pairs(),
+                          writable=True)
     del ids, matrix, scales
     release_free_memory()  # the build's freed temporaries, which glibc would keep (memrefine_edge.core._memory)
     clock["pairs"] += time.perf_counter() - t
