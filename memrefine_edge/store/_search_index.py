@@ -18,7 +18,7 @@ gives, ties by insertion order), found in two steps:
    bound that is computed, not guessed: the query's remainder after the two int8 vectors
    against the row's L1 and L2 norms (Hoelder and Cauchy-Schwarz, the smaller), plus the
    float32 rounding of a dot product of ``d`` terms (``(d + 8) * 2**-22`` of ``|row| |query|``,
-   twice the worst case).
+   twice the worst case) and of the screen's own float32 arithmetic (``2**-16`` of it).
 2. The rows whose upper bound reaches the ``k``-th best lower bound (the top ``k`` is
    among them) are scored again exactly, as a scan would score them.
 
@@ -56,8 +56,8 @@ class SearchIndex:
         self._live = np.zeros(0, dtype=bool)
         self._u8 = np.zeros((0, 0), dtype=np.uint8)   # int8 code + 128, row by row
         self._scales = np.zeros(0, dtype=np.float32)
-        self._l1 = np.zeros(0, dtype=np.float64)      # scale * sum |code|
-        self._l2 = np.zeros(0, dtype=np.float64)      # scale * |code|: the row's length
+        self._l1 = np.zeros(0, dtype=np.float32)      # scale * sum |code|
+        self._l2 = np.zeros(0, dtype=np.float32)      # scale * |code|: the row's length
         self._ids: list[str] = []
         self._row: dict[int, int] = {}
         self._exact: dict[int, np.ndarray] = {}       # row -> float32 vector (not stored as int8)
@@ -99,8 +99,8 @@ class SearchIndex:
         self._live = np.ones(n, dtype=bool)
         self._u8 = np.bitwise_xor(raw[:, _HEADER:], np.uint8(0x80))
         self._scales = np.ascontiguousarray(raw[:, len(EMBEDDING_TAG):_HEADER]).view(np.float32).ravel().copy()
-        self._l1 = self._scales.astype(np.float64) * np.abs(wide).sum(axis=1)
-        self._l2 = self._scales.astype(np.float64) * np.sqrt(np.einsum("ij,ij->i", wide, wide))
+        self._l1 = (self._scales.astype(np.float64) * np.abs(wide).sum(axis=1)).astype(np.float32)
+        self._l2 = (self._scales.astype(np.float64) * np.sqrt(np.einsum("ij,ij->i", wide, wide))).astype(np.float32)
         self._ids = [r[1] for r in packed]
         self._row = {int(seq): row for row, seq in enumerate(self._seqs)}
         for seq, entry_id, blob in rows:  # the rest, stored as float32
@@ -200,12 +200,16 @@ class SearchIndex:
         rest = q64 - coarse.astype(np.float64) * c_scale - fine.astype(np.float64) * f_scale
         # One thread: the product reads every row once and is bound by memory, not by arithmetic.
         ints = int8_products(self._u8[:n], np.stack([coarse, fine]), threads=1)
-        approx = ints @ np.array([c_scale, f_scale])
+        # In float32 (half the memory traffic of float64): the sums are exact in float32 (|sum| <=
+        # 127 * 127 * d < 2**24), and each of the few roundings after is far inside the slack.
+        approx = ints.astype(np.float32) @ np.array([c_scale, f_scale], dtype=np.float32)
         approx *= self._scales[:n]
         l1, l2 = self._l1[:n], self._l2[:n]
-        margin = np.minimum(l1 * float(np.abs(rest).max()), l2 * float(np.sqrt(rest @ rest)))
-        margin += l2 * (float(np.sqrt(q64 @ q64)) * (self._dim + 8) * 2.0 ** -22)
-        lower, upper = approx - margin, approx + margin
+        margin = np.minimum(l1 * np.float32(np.abs(rest).max()), l2 * np.float32(np.sqrt(rest @ rest)))
+        margin += l2 * np.float32(float(np.sqrt(q64 @ q64)) * ((self._dim + 8) * 2.0 ** -22 + 2.0 ** -16))
+        lower = approx - margin
+        upper = approx
+        upper += margin
         if len(self._row) < n:
             lower[~live] = upper[~live] = -np.inf
         if self._exact:  # rows the screen cannot score: always scored exactly, never a bound

@@ -231,3 +231,33 @@ def test_a_merge_in_another_process_while_searching_keeps_search_and_scan_equal(
                 budget=0.6)
         assert len(store) < 4
         assert_follows(store, path)
+
+
+def test_the_screen_never_changes_the_top_k_of_a_scan(screened):
+    """Seeded random indexes: near-duplicate rows, rows dropped, rows kept as float32, any k."""
+    from memrefine_edge.store._vectors import decode_embedding, encode_embedding
+
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        n, d = int(rng.integers(5, 1500)), int(rng.choice([8, 64, 384]))
+        base = rng.standard_normal((max(3, n // 10), d))
+        vecs = base[rng.integers(0, len(base), n)] + rng.standard_normal((n, d)) * rng.choice([0, 1e-3, 0.05, 1])
+        vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True) * rng.choice([1, 3.7])).astype(np.float32)
+        blobs = [encode_embedding(v) for v in vecs]
+        index = _search_index.SearchIndex("m", 0)
+        index.put_blobs([(i + 1, f"e{i}", b) for i, b in enumerate(blobs)])
+        exact = {int(i) for i in rng.choice(n, size=min(n, 3), replace=False)}
+        for i in exact:
+            index.put_vector(i + 1, f"e{i}", vecs[i])
+        dead = {int(i) for i in rng.choice(n, size=n // 5, replace=False)}
+        for i in dead:
+            index.drop(i + 1)
+        matrix = np.stack([vecs[i] if i in exact else decode_embedding(blobs[i]) for i in range(n)])
+        live = [i for i in range(n) if i not in dead]
+        for _ in range(4):
+            q = (base[rng.integers(0, len(base))] + rng.standard_normal(d) * rng.choice([0, 0.01, 0.3]))
+            q = q.astype(np.float32)
+            k = int(rng.integers(1, 40))
+            scores = np.einsum("ij,j->i", matrix, q)
+            want = sorted(live, key=lambda i: (-scores[i], i))[:k]
+            assert index.search(q, k) == [(f"e{i}", float(scores[i])) for i in want], (n, d, k)
