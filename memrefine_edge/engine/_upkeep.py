@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Upkeep", "DEFAULT_MAX_WAIT_S"]
 
 #: How long an add waits at most for the worker to bring the store back within the lag (seconds).
-DEFAULT_MAX_WAIT_S = 30.0
+DEFAULT_MAX_WAIT_S = 10.0
 #: The default lag, as a share of the high watermark (at least; see :class:`Upkeep`).
 DEFAULT_LAG_SHARE = 0.1
 
