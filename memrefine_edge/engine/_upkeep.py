@@ -250,13 +250,16 @@ class Upkeep:
                 worker = self._start_worker(resume=True, locked=True)
             worker.wanted = True
             self._cond.notify_all()
-        self._hold_lag(store)
+        try:
+            self._hold_lag(store)
+        except Exception as exc:  # a budget recorded unreadably, say: the add is committed and must not fail
+            self.failed(exc)
         self._say()
         return None
 
     @contextmanager
     def _adding(self, store: MemoryStore) -> Iterator[None]:
-        """Around every add on the caller's store: the worker steps aside (see UpkeepWorker.checkpoint)."""
+        """Around every add on the caller's store: the worker steps aside (see UpkeepWorker.step_done)."""
         worker = self._worker
         if worker is None:
             yield

@@ -10,7 +10,7 @@ and an add never runs inside a pass's transaction.
 Two things keep adds fast while it works. The caller's adds never wait behind a group of
 decisions: the worker commits every decision on its own. And they do not share the
 interpreter with it: while an add runs on the caller's store the worker parks at its next
-step (:meth:`UpkeepWorker.checkpoint`, after every committed decision and embedding batch),
+step (:meth:`UpkeepWorker.step_done`, after every committed decision and embedding batch),
 so the add is not slowed by a thread that competes for the interpreter lock.
 """
 
@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memrefine_edge.core import CompressionReport, RunLockedError
+from memrefine_edge.core import CompressionReport, EntryNotFoundError, RunLockedError
 from memrefine_edge.store import MemoryStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -146,7 +146,7 @@ class UpkeepWorker(threading.Thread):
                 self.busy = False
                 self.cond.notify_all()
 
-    def checkpoint(self) -> None:
+    def step_done(self) -> None:
         """A step of the worker is committed: wake the adds waiting for the size once it is down to what
         they wait for, park while an add runs, stop if asked (the pass stays resumable)."""
         with self.cond:
@@ -162,8 +162,8 @@ class UpkeepWorker(threading.Thread):
 
     def _compressor(self, store: MemoryStore) -> Compressor:
         """The upkeep's compressor, on the worker's connection: every decision commits on its own, no
-        VACUUM at a pass's end (it would hold every add for the time it rewrites the file), and a
-        checkpoint after every commit."""
+        VACUUM at a pass's end (it would hold every add for the time it rewrites the file), and
+        :meth:`step_done` after every commit (the compressor calls ``progress`` only after a commit)."""
         comp = copy.copy(self.upkeep.compressor)
         comp.store = store
         comp.commit_window_s = 0.0
@@ -173,25 +173,30 @@ class UpkeepWorker(threading.Thread):
         def on_progress(p: Any) -> None:
             if progress is not None:
                 progress(p)
-            self.checkpoint()
+            self.step_done()
 
         def on_embed(done: int, total: int) -> None:
             if embed_progress is not None:
                 embed_progress(done, total)
-            self.checkpoint()
+            self.step_done()
 
         comp.progress, comp.embed_progress = on_progress, on_embed
         return comp
 
     def _work(self, store: MemoryStore, comp: Compressor) -> None:
-        """Embed what was added, then pass after pass while the store is above its high watermark."""
+        """Embed what was added, then pass after pass while the store is above its high watermark; an error
+        is kept and said like a pass's (the next add tries again)."""
+        for step in (self._embed_new, self._passes):
+            try:
+                step(store, comp)
+            except Stopped:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a budget recorded unreadably, a model that fails, ...
+                self.upkeep.failed(exc)
+
+    def _passes(self, store: MemoryStore, comp: Compressor) -> None:
+        """Pass after pass while the store is above its high watermark (and, at a start, an interrupted one)."""
         up, resume = self.upkeep, self._resume
-        try:
-            self._embed_new(store, comp)
-        except Stopped:
-            raise
-        except Exception as exc:  # noqa: BLE001 - kept and said like a pass's error; the pass tries again
-            up.failed(exc)
         self._resume = False
         delay = LOCK_RETRY_S[0]
         while True:
@@ -224,19 +229,24 @@ class UpkeepWorker(threading.Thread):
         encoder = comp.encoder
         top = store.max_seq()  # read first: an entry added meanwhile is embedded now or next time, never skipped
         if self._embedded_upto < 0:
-            store.ensure_embeddings(encoder, batch_size=EMBED_BATCH, progress=lambda done, total: self.checkpoint())
+            store.ensure_embeddings(encoder, batch_size=EMBED_BATCH, progress=lambda done, total: self.step_done())
             self._embedded_upto = top
             return
         new = list(store.sizes_after(self._embedded_upto))
         for start in range(0, len(new), EMBED_BATCH):
-            todo = [store.get(i) for i in new[start:start + EMBED_BATCH] if i in store]
+            todo = []
+            for entry_id in new[start:start + EMBED_BATCH]:
+                try:
+                    todo.append(store.get(entry_id))
+                except EntryNotFoundError:  # removed since (another connection's pass): nothing to embed
+                    continue
             if todo:
                 vectors = encoder.embed([e.content for e in todo])
                 with store.atomic():
                     for entry, vector in zip(todo, vectors, strict=True):
                         if entry.id in store:  # a pass of another connection may have taken it since
                             store.set_embedding(entry.id, vector, encoder.model_id)
-            self.checkpoint()
+            self.step_done()
         self._embedded_upto = max(self._embedded_upto, top)
 
     def _checkpoint_log(self, store: MemoryStore) -> None:

@@ -439,3 +439,15 @@ def test_the_inline_option_runs_the_pass_inside_the_add(tmp_path):
         assert upkeep.reports and all(r.budget_met for r in upkeep.reports) and upkeep.wait_idle(timeout=0)
         assert json.dumps([r.run_id for r in upkeep.reports]) == json.dumps(
             [r.run_id for r in store.journal.runs()])
+
+
+def test_a_standing_budget_recorded_unreadably_never_fails_an_add(tmp_path):
+    with MemoryStore(tmp_path / "u.db") as store:
+        store.add_many(memories(10))
+        upkeep = Upkeep(compressor(store)).install()  # follows the standing budget
+        store.set_meta("budget", "{not json")  # as a damaged file or a foreign writer leaves it
+        with pytest.warns(RuntimeWarning, match="upkeep failed.*BudgetError.*unreadable"):
+            added = store.add(Entry(id="x", content="Ben swims on Fridays."))
+            assert upkeep.wait_idle()
+        assert added.id == "x" and "x" in store and upkeep.restarts == 0
+        assert "unreadable" in str(upkeep.error) and upkeep_threads()  # kept, said; the worker lives on
