@@ -31,7 +31,7 @@ import numpy as np
 
 from memrefine_edge.index import int8_products
 
-from ._vectors import EMBEDDING_TAG, decode_embedding
+from ._embedding import EMBEDDING_TAG, HEADER_BYTES, decode_embedding
 
 __all__ = ["SearchIndex", "FEED_ROWS", "SCREEN_ROWS"]
 
@@ -39,7 +39,6 @@ __all__ = ["SearchIndex", "FEED_ROWS", "SCREEN_ROWS"]
 FEED_ROWS = 1024
 #: Below this many rows every row is scored exactly (the screen would not pay).
 SCREEN_ROWS = 2048
-_HEADER = len(EMBEDDING_TAG) + 4
 
 
 class SearchIndex:
@@ -77,7 +76,7 @@ class SearchIndex:
     def put_blob(self, seq: int, entry_id: str, blob: bytes) -> None:
         """Index (or re-index) entry ``seq`` with its stored embedding."""
         if bytes(blob[:4]) == EMBEDDING_TAG:
-            codes = np.frombuffer(blob, dtype=np.int8, offset=_HEADER)
+            codes = np.frombuffer(blob, dtype=np.int8, offset=HEADER_BYTES)
             scale = np.frombuffer(blob, dtype=np.float32, count=1, offset=len(EMBEDDING_TAG))[0]
             self._put(seq, entry_id, codes, scale, None)
         else:
@@ -90,15 +89,15 @@ class SearchIndex:
             for seq, entry_id, blob in rows:
                 self.put_blob(seq, entry_id, blob)
             return
-        n, dim = len(packed), len(packed[0][2]) - _HEADER
-        raw = np.frombuffer(b"".join(r[2] for r in packed), dtype=np.uint8).reshape(n, _HEADER + dim)
-        codes = raw[:, _HEADER:].view(np.int8)
+        n, dim = len(packed), len(packed[0][2]) - HEADER_BYTES
+        raw = np.frombuffer(b"".join(r[2] for r in packed), dtype=np.uint8).reshape(n, HEADER_BYTES + dim)
+        codes = raw[:, HEADER_BYTES:].view(np.int8)
         wide = codes.astype(np.float64)
         self._dim, self._n = dim, n
         self._seqs = np.array([r[0] for r in packed], dtype=np.int64)
         self._live = np.ones(n, dtype=bool)
-        self._u8 = np.bitwise_xor(raw[:, _HEADER:], np.uint8(0x80))
-        self._scales = np.ascontiguousarray(raw[:, len(EMBEDDING_TAG):_HEADER]).view(np.float32).ravel().copy()
+        self._u8 = np.bitwise_xor(raw[:, HEADER_BYTES:], np.uint8(0x80))
+        self._scales = np.ascontiguousarray(raw[:, len(EMBEDDING_TAG):HEADER_BYTES]).view(np.float32).ravel().copy()
         self._l1 = (self._scales.astype(np.float64) * np.abs(wide).sum(axis=1)).astype(np.float32)
         self._l2 = (self._scales.astype(np.float64) * np.sqrt(np.einsum("ij,ij->i", wide, wide))).astype(np.float32)
         self._ids = [r[1] for r in packed]
