@@ -2,7 +2,7 @@
 
     python bench/audit_decisions.py sample             # compress the test stores, write the sample
     python bench/audit_decisions.py report             # the rates and examples, from the labels
-    python bench/audit_decisions.py sample --split tune --out /tmp/audit-tune.jsonl   # for development
+    python bench/audit_decisions.py sample --split tune --out audit-tune.jsonl   # for development (outside the repo)
 
 ``sample`` imports each source store of the second label set (``bench/judge_labels_v2/sources/``; the
 *test* stores by default: facts, notes, turns and session summaries that no choice was made on) with
