@@ -74,7 +74,7 @@ class UpkeepKeeper:
     def __init__(self, upkeep: Upkeep) -> None:
         self.upkeep = upkeep
         wait = getattr(upkeep, "wait_idle", None)
-        self._wait: Callable[[], Any] | None = wait if callable(wait) else None
+        self._wait: Callable[..., Any] | None = wait if callable(wait) else None
 
     @property
     def waits(self) -> bool:
