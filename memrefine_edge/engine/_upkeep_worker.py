@@ -33,6 +33,8 @@ __all__ = ["Stopped", "UpkeepHost", "UpkeepWorker"]
 EMBED_BATCH = 32
 #: How long the worker waits before it tries again when another compression holds the store (s).
 LOCK_RETRY_S = (0.05, 2.0)
+#: How often an idle worker looks whether another connection changed the store (seconds).
+POLL_S = 1.0
 #: The write-ahead log size (bytes) above which the worker copies it back into the file.
 WAL_CHECKPOINT_BYTES = 1 << 20
 
@@ -113,14 +115,19 @@ class UpkeepWorker(threading.Thread):
         try:
             store = self._store = MemoryStore(self.path, create=False, **self.options)
             comp = self._compressor(store)
+            seen = -1
             while True:
                 with self.cond:
                     while not self.wanted and not self.stopping:
-                        self.cond.wait()
+                        self.cond.wait(POLL_S)
+                        # Adds of other connections (another process) wake it too, within POLL_S.
+                        if not self.wanted and store.data_version() != seen:
+                            self.wanted = True
                     if self.stopping:
                         return
                     self.wanted = False
                     self.busy = True
+                    seen = store.data_version()
                 try:
                     self._work(store, comp)
                 finally:

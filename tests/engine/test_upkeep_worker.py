@@ -311,6 +311,58 @@ def test_two_connections_add_at_once_each_with_its_upkeep(tmp_path):
         assert not accounted(a, [e.id for e in first + second]) and a.integrity_check() == "ok"
 
 
+# Another process writing to the same store: a first half of its memories while the parent adds too, then,
+# once told to, a second half that takes the store above the high watermark with no add of the parent's.
+WRITER = """
+import sys
+from memrefine_edge.store import MemoryStore
+from tests.engine.test_upkeep_worker import memories
+entries = memories(160, seed=31, prefix="w")
+with MemoryStore(sys.argv[1], create=False) as store:
+    print("started", flush=True)
+    for e in entries[:80]:
+        store.add(e)
+    print("half", flush=True)
+    sys.stdin.readline()
+    for e in entries[80:]:
+        store.add(e)
+    print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_adds_of_another_process_are_kept_under_the_budget_too(tmp_path):
+    db = tmp_path / "shared.db"
+    ours = memories(60, seed=32, prefix="p")
+    with MemoryStore(db) as store:
+        store.add_many(ours[:10])
+        high = 4 * store.json_bytes()
+        upkeep = Upkeep(compressor(store, mode="strict"), high_bytes=high, low_bytes=high * 3 // 4).install()
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], cwd=REPO, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdin is not None
+            assert proc.stdout.readline().strip() == "started"
+            for e in ours[10:]:  # both processes add at once
+                store.add(e)
+            assert proc.stdout.readline().strip() == "half"
+            assert upkeep.wait_idle() and store.json_bytes() <= high
+            proc.stdin.write("go on\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "done"  # above the watermark now, by the other's adds alone
+            assert store.json_bytes() > high
+            passes = len(upkeep.reports)
+            deadline = time.monotonic() + 120
+            while len(upkeep.reports) == passes and time.monotonic() < deadline:
+                time.sleep(0.05)  # the idle worker looks at the store every second: it notices and compresses
+            assert upkeep.wait_idle() and len(upkeep.reports) > passes and store.json_bytes() <= high
+        finally:
+            proc.kill()
+            proc.communicate()
+        theirs = [f"w{e.id}" for e in synthetic_entries(160, seed=31)]
+        assert not accounted(store, [e.id for e in ours] + theirs) and store.integrity_check() == "ok"
+
+
 def test_undo_of_an_upkeep_pass_restores_the_store(tmp_path):
     db = tmp_path / "u.db"
     entries = memories(40, seed=9)
