@@ -265,7 +265,7 @@ def _stream_json_bytes(stream: str, n: int, tmp: Path) -> int:
         return store.json_bytes()
 
 
-def run_child(stream: str, n: int, cap_s: float) -> dict:
+def run_child(stream: str, n: int, cap_s: float, *, grace_s: float = GRACE_S) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="memrefine-bench-upkeep-"))
     t0 = time.perf_counter()
     try:
@@ -278,7 +278,7 @@ def run_child(stream: str, n: int, cap_s: float) -> dict:
         started = time.time()
         try:
             proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True,
-                                  text=True, cwd=REPO, timeout=cap_s + GRACE_S)
+                                  text=True, cwd=REPO, timeout=cap_s + grace_s)
         except subprocess.TimeoutExpired:  # an add (a pass inside it) blocked past the cap: ended here
             killed_at = time.time()
             progress = Path(spec["progress"])
@@ -286,7 +286,7 @@ def run_child(stream: str, n: int, cap_s: float) -> dict:
             written = progress.stat().st_mtime if progress.exists() else started
             row.update(last, killed=True, final=False,
                        blocked_add_s_at_least=round(killed_at - written - 2.0, 1),
-                       note=f"ended at the cap + {GRACE_S:.0f} s grace while an add was blocked; figures are the "
+                       note=f"ended at the cap + {grace_s:.0f} s grace while an add was blocked; figures are the "
                             "last progress written (sizes and file bytes not read)")
         else:
             if proc.returncode != 0:
@@ -398,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams", default="facts,locomo")
     ap.add_argument("--caps", default=",".join(f"{n}:{c:g}" for n, c in CAPS.items()),
                     help="seconds per size, e.g. 1000:600,10000:600 (a size not named gets the largest cap)")
+    ap.add_argument("--grace", type=float, default=GRACE_S,
+                    help="seconds past its cap before a run blocked in an add is ended")
     ap.add_argument("--code", default="this checkout", help="what code was measured (recorded)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--child")
@@ -414,23 +416,26 @@ def main(argv: list[str] | None = None) -> int:
         print("needs the dev conversations at ../shared/data/locomo beside the repository (or MEMREFINE_LOCOMO)",
               file=sys.stderr)
         return 2
-    rows = []
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    shown = [a if not a.startswith("/") else Path(a).name for a in (argv if argv is not None else sys.argv[1:])]
+    result = {"command": "python bench/upkeep.py " + " ".join(shown), "code": args.code, "machine": _machine(),
+              "high_share": HIGH_SHARE, "low_of_high": LOW_OF_HIGH, "targets": TARGETS, "rows": [], "verdicts": []}
+    rows = result["rows"]
     for stream in streams:
         for n in (int(x) for x in args.sizes.split(",")):
             cap = caps.get(n, max(caps.values()))
             print(f"{stream} n={n:,}: cap {cap:g} s", file=sys.stderr, flush=True)
-            rows.append(run_child(stream, n, cap))
+            try:
+                rows.append(run_child(stream, n, cap, grace_s=args.grace))
+            except Exception as exc:  # one run's failure is recorded; the others still run
+                rows.append({"stream": stream, "n": n, "cap_s": cap, "error": f"{type(exc).__name__}: {exc}"})
             r = rows[-1]
             print(f"  reached {r.get('adds', 0):,} adds in {r.get('elapsed_s')} s; add p99 "
                   f"{(r.get('add_ms') or {}).get('p99')} ms, max {(r.get('add_ms') or {}).get('max')} ms",
                   file=sys.stderr, flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    shown = [a if not a.startswith("/") else Path(a).name for a in (argv if argv is not None else sys.argv[1:])]
-    result = {"command": "python bench/upkeep.py " + " ".join(shown), "code": args.code, "machine": _machine(),
-              "high_share": HIGH_SHARE, "low_of_high": LOW_OF_HIGH, "targets": TARGETS, "rows": rows,
-              "verdicts": verdicts(rows)}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(result))
+            result["verdicts"] = verdicts(rows)  # after every run: a stopped benchmark keeps what it measured
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+            args.out.with_suffix(".md").write_text(markdown(result))
     print(f"wrote {args.out.name} and {args.out.with_suffix('.md').name}")
     print("\n".join(result["verdicts"]))
     return 0
