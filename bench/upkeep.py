@@ -42,6 +42,7 @@ import os
 import platform
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -418,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.parent.mkdir(parents=True, exist_ok=True)
     shown = [a if not a.startswith("/") else Path(a).name for a in (argv if argv is not None else sys.argv[1:])]
-    result = {"command": "python bench/upkeep.py " + " ".join(shown), "code": args.code, "machine": _machine(),
+    result = {"command": "python bench/upkeep.py " + " ".join(shlex.quote(a) for a in shown), "code": args.code,
+              "machine": _machine(),
               "high_share": HIGH_SHARE, "low_of_high": LOW_OF_HIGH, "targets": TARGETS, "rows": [], "verdicts": []}
     rows = result["rows"]
     for stream in streams:
