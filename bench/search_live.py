@@ -15,7 +15,8 @@ latency), and the p50 of the CPU milliseconds the process spent (what the work c
 waiting for a shared core).
 The machine's load average is recorded: the 2 cores are shared with other jobs, so the numbers are
 reported, not asserted. Results go under ``--label`` (e.g. ``before`` / ``after`` a change) in
-``bench/results/search_live.json``, keeping the other labels, with the command that made them.
+``bench/results/search_live.json``, keeping the other labels (and, under the same label, the runs of
+other sizes), each run with the command that made it.
 
     .venv/bin/python bench/search_live.py --label after                  # 10k and 100k, 200 rounds
     .venv/bin/python bench/search_live.py --sizes 10000 --rounds 50 --label quick
@@ -34,10 +35,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _distinct_facts import distinct_facts  # bench/ is the script's folder, first on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's package, not whatever memrefine_edge an environment has installed
+
+from _distinct_facts import distinct_facts  # noqa: E402  (bench/ is the script's folder, on sys.path)
 
 from memrefine_edge.store import MemoryStore  # noqa: E402
 from memrefine_edge.testing import HashEncoder  # noqa: E402
@@ -148,10 +150,14 @@ def main() -> None:
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {}
     argv = " ".join(a if "/" not in a or a.startswith("bench/") else Path(a).name for a in sys.argv[1:])
+    for run in runs:
+        run["command"] = f".venv/bin/python bench/search_live.py {argv}".strip()
+    # Runs of other sizes under the same label are kept (a label can be filled one size at a time).
+    kept = [r for r in data.get(args.label, {}).get("runs", []) if r["entries"] not in sizes]
     data[args.label] = {
-        "command": f".venv/bin/python bench/search_live.py {argv}".strip(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__},
-        "query": QUERY, "k": 10, "encoder": "HashEncoder (memrefine_edge.testing)", "runs": runs,
+        "query": QUERY, "k": 10, "encoder": "HashEncoder (memrefine_edge.testing)",
+        "runs": sorted(kept + runs, key=lambda r: r["entries"]),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2) + "\n")

@@ -92,14 +92,18 @@ class SearchIndex:
         n, dim = len(packed), len(packed[0][2]) - HEADER_BYTES
         raw = np.frombuffer(b"".join(r[2] for r in packed), dtype=np.uint8).reshape(n, HEADER_BYTES + dim)
         codes = raw[:, HEADER_BYTES:].view(np.int8)
-        wide = codes.astype(np.float64)
         self._dim, self._n = dim, n
         self._seqs = np.array([r[0] for r in packed], dtype=np.int64)
         self._live = np.ones(n, dtype=bool)
         self._u8 = np.bitwise_xor(raw[:, HEADER_BYTES:], np.uint8(0x80))
         self._scales = np.ascontiguousarray(raw[:, len(EMBEDDING_TAG):HEADER_BYTES]).view(np.float32).ravel().copy()
-        self._l1 = (self._scales.astype(np.float64) * np.abs(wide).sum(axis=1)).astype(np.float32)
-        self._l2 = (self._scales.astype(np.float64) * np.sqrt(np.einsum("ij,ij->i", wide, wide))).astype(np.float32)
+        self._l1 = np.empty(n, dtype=np.float32)
+        self._l2 = np.empty(n, dtype=np.float32)
+        for start in range(0, n, 4096):  # a few MB at a time, not a float copy of every code
+            part = codes[start:start + 4096].astype(np.float32)  # sums of codes are exact in float32
+            scales = self._scales[start:start + 4096]
+            self._l1[start:start + 4096] = scales * np.abs(part).sum(axis=1)
+            self._l2[start:start + 4096] = scales * np.sqrt(np.einsum("ij,ij->i", part, part))
         self._ids = [r[1] for r in packed]
         self._row = {int(seq): row for row, seq in enumerate(self._seqs)}
         for seq, entry_id, blob in rows:  # the rest, stored as float32
