@@ -96,6 +96,7 @@ def child(spec: dict) -> dict:
         "idle_at_end": idle, "overshoot_at_idle_bytes": store.running_size() - high,
         "passes": len(reports), "passes_budget_met": sum(r.budget_met for r in reports),
         "decisions": sum(r.decisions for r in reports),
+        "stop_reasons": sorted({str(r.stop_reason) for r in reports}),
         "blocked_by": upkeep.blocked_by if upkeep is not None else None,
         "error": repr(upkeep.error) if upkeep is not None and upkeep.error else None,
         "elapsed_s": round(time.perf_counter() - started, 1),
