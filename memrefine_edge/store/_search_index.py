@@ -161,7 +161,8 @@ class SearchIndex:
         self._l1 = np.resize(self._l1, cap)
         self._l2 = np.resize(self._l2, cap)
         u8 = np.empty((cap, self._dim), dtype=np.uint8)
-        u8[: self._n] = self._u8[: self._n]
+        if self._n:  # an empty index has no rows of its dimension yet
+            u8[: self._n] = self._u8[: self._n]
         self._u8 = u8
 
     def _compact(self) -> None:

@@ -173,6 +173,26 @@ def test_a_store_opened_read_only_follows_a_writer_and_writes_nothing(tmp_path):
             assert hits(reader, "tea coffee", 5) == scan(writer, "tea coffee", 5)
 
 
+def test_a_store_opened_read_only_with_no_embeddings_searches_from_vectors_in_memory(tmp_path):
+    path = tmp_path / "ro.db"
+    with MemoryStore(path) as writer:
+        writer.add_many(synthetic_entries(12))
+    with MemoryStore(path, read_only=True) as reader:
+        got = hits(reader, "tea coffee", 3)
+    with MemoryStore(path) as writer:
+        assert writer.stats().embedded == 0  # nothing was written
+        writer.ensure_embeddings(ENC)
+        # The in-memory vectors rank as the stored ones do (the scores differ by the int8 rounding).
+        assert [i for i, _ in got] == [i for i, _ in scan(writer, "tea coffee", 3)]
+
+
+def test_an_index_whose_first_vectors_are_float32_grows_from_empty():
+    index = _search_index.SearchIndex("m", 0)
+    for i in range(100):  # one at a time, past the first allocation and its growth
+        index.put_vector(i + 1, f"v{i}", np.eye(8, dtype=np.float32)[i % 8] * (1 + i))
+    assert len(index) == 100 and [i for i, _ in index.search(np.eye(8, dtype=np.float32)[3], 2)] == ["v99", "v91"]
+
+
 def test_a_search_inside_a_write_that_rolls_back_is_not_kept(tmp_path):
     path = tmp_path / "w.db"
     with MemoryStore(path) as store:
