@@ -81,6 +81,7 @@ def _human(report: dict[str, Any]) -> str:
         "  actions     " + (", ".join(f"{k} {v}" for k, v in sorted(report["actions"].items())) or "none"),
         "  sources     " + (", ".join(f"{k} {v}" for k, v in sorted(report["sources"].items())) or "none"),
         *deferred,
+        *_removed_line(report),
         f"  LLM calls   {report['llm_calls']}",
         "  seconds     " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(report["seconds"].items())),
         f"  budget met  {'yes' if report['budget_met'] else 'NO'} ({report['stop_reason']})",
@@ -88,9 +89,19 @@ def _human(report: dict[str, Any]) -> str:
     if (not report["budget_met"] and report["mode"] == Mode.PAPER
             and StopReason.of(report["stop_reason"]).out_of_candidates):
         # Paper mode ends here by design: every pair left was judged to hold distinct facts.
-        lines.append("  next        the judge kept what is left as distinct facts; --mode strict evicts down to "
-                     "the budget (each eviction audited, undo restores), or set a larger budget")
+        lines.append("  next        the judge kept what is left as distinct facts; --mode live (the default) evicts "
+                     "down to the budget (each eviction audited, undo restores), or set a larger budget")
     return "\n".join(lines)
+
+
+def _removed_line(report: dict[str, Any]) -> list[str]:
+    """What the run removed by each route: the judge's deletes and merges, and eviction (none: no line)."""
+    removed = report.get("removed_bytes") or {}
+    if not removed:
+        return []
+    judged = removed.get("delete", 0) + removed.get("merge", 0)
+    return [f"  removed     {judged:,} B by the judge's deletes and merges, {removed.get('evict', 0):,} B by "
+            f"eviction ({report['metric']})"]
 
 
 _DRY_PREFIX = "memrefine-dry-"
@@ -143,13 +154,14 @@ def _dry_run_copy(db: Path) -> Iterator[Path]:
 
 def run_compress(db: Path, *, config: "PipelineConfig", budget: float | None, budget_bytes: int | None,
                  metric: str | None, mode: str, resume: bool = False, max_decisions: int | None = None,
-                 min_similarity: float | None = None, quiet: bool = False) -> dict[str, Any]:
+                 min_similarity: float | None = None, neighbours: int = 8, quiet: bool = False) -> dict[str, Any]:
     """Open, compress, close (:func:`memrefine_edge.engine.compress_store`); returns the end report as a dict."""
     from memrefine_edge.engine import compress_store
 
     done = compress_store(
-        resolve_db(db), budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, config=config,
-        backends=current_backends(), resume=resume, max_decisions=max_decisions, min_similarity=min_similarity,
+        resolve_db(db), budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, neighbours=neighbours,
+        config=config, backends=current_backends(), resume=resume, max_decisions=max_decisions,
+        min_similarity=min_similarity,
         progress=None if quiet else _progress_printer(metric or "json"),
         embed_progress=None if quiet else _embed_printer(), store_options=store_settings())
     if done.message:
@@ -251,10 +263,13 @@ _compress_options = [
                  help="Budget as a size: a whole number of bytes (80000) or with a unit (80KB, 1.5MiB)."),
     click.option("--metric", type=click.Choice(["json", "disk"]), default=None,
                  help="Size metric the budget is measured in [default: the standing budget's, else json]."),
-    click.option("--mode", type=click.Choice(["paper", "strict", "live"]), default="paper", show_default=True,
-                 help="paper: stop when no candidate is left; strict: evict until the budget holds; live: judge "
-                      "only the entries new since the last live pass, each against its nearest neighbours, "
+    click.option("--mode", type=click.Choice(["live", "paper", "strict"]), default="live", show_default=True,
+                 help="live: judge only the entries new since the last live pass, each against its nearest "
+                      "neighbours, then evict until the budget holds; paper: the paper's algorithm, every pair, "
+                      "stops when no candidate is left (may end above the budget); strict: the paper's order, "
                       "then evict until the budget holds."),
+    click.option("--neighbours", type=click.IntRange(1, 1024), default=8, show_default=True,
+                 help="live mode: how many nearest live entries each new entry is judged against."),
     *_pipeline_options,
     click.option("--min-similarity", type=click.FloatRange(-1, 1), default=None,
                  help="Stop proposing pairs below this cosine [default: none, as in the paper]."),
@@ -285,8 +300,8 @@ def pipeline_options(f):
 @click.option("--dry-run", is_flag=True, help="Run on a temporary copy and report; the store is not touched.")
 @click.option("--max-decisions", type=click.IntRange(1), default=None, help="Stop after N decisions (resumable).")
 @json_option
-def compress(db_path, budget, budget_bytes, metric, mode, min_similarity, resume, dry_run, max_decisions, as_json,
-             **choices) -> None:
+def compress(db_path, budget, budget_bytes, metric, mode, neighbours, min_similarity, resume, dry_run,
+             max_decisions, as_json, **choices) -> None:
     """Compress the store to its budget (continues an interrupted run).
 
     Without --budget/--budget-bytes the store's standing budget is used
@@ -305,7 +320,7 @@ def compress(db_path, budget, budget_bytes, metric, mode, min_similarity, resume
     budget_bytes = parse_size(budget_bytes) if budget_bytes is not None else None
     config = pipeline_config(**choices)
     kwargs = dict(config=config, budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, resume=resume,
-                  max_decisions=max_decisions, min_similarity=min_similarity)
+                  max_decisions=max_decisions, min_similarity=min_similarity, neighbours=neighbours)
     if dry_run:
         with _dry_run_copy(db) as copy:
             report = run_compress(copy, **kwargs)
@@ -380,7 +395,7 @@ def demo(budget, db_path, threads, as_json) -> None:
             imported = import_file(store, sample_path(), format="jsonl")
         log(f"imported the bundled sample ({imported.imported} entries) into {db}")
         report = run_compress(db, config=PipelineConfig(threads=threads), budget=budget, budget_bytes=None,
-                              metric="json", mode="paper")
+                              metric="json", mode="live")
         with MemoryStore(db, create=False) as store:
             decisions = store.journal.decisions(report["run_id"]) if report["run_id"] else []
     examples = [

@@ -85,7 +85,7 @@ def _default_results() -> Path:
                    "becomes each store's standing budget [default: each store's standing budget].")
 @click.option("--metric", type=click.Choice(["json", "disk"]), default=None,
               help="Size metric of the budget [default: the standing budget's, else json].")
-@click.option("--mode", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
+@click.option("--mode", type=click.Choice(["live", "paper", "strict"]), default="live", show_default=True,
               help="paper: stop when no candidate is left; strict: evict until the budget holds.")
 @pipeline_options
 @click.option("--address", default=None, metavar="ADDRESS",

@@ -21,9 +21,10 @@ Target = Literal["a", "b"]
 #: Who decided: a deterministic rule, the model, the fact guard, the learned redundancy scorer, the
 #: safe fallback after invalid output, or the last-copy check (``deferred``: a preserve of a pair whose
 #: delete would take the store's last copy of a specific word; the delete is taken later only if the
-#: budget cannot be met otherwise, see :mod:`memrefine_edge.text._lastcopy`); ``evict``: a strict-mode
-#: eviction, which the run itself decides.
-Source = Literal["rule", "llm", "guard", "scorer", "fallback", "deferred", "evict"]
+#: budget cannot be met otherwise, see :mod:`memrefine_edge.text._lastcopy`); ``saving``: a merge the run
+#: kept as a preserve because it would free too little of the two texts (live mode's ``min_merge_saving``);
+#: ``evict``: an eviction (strict and live modes), which the run itself decides.
+Source = Literal["rule", "llm", "guard", "scorer", "fallback", "deferred", "saving", "evict"]
 #: The values of :data:`Action`, :data:`AuditAction` and :data:`Source` (read from the types: one source of truth).
 ACTIONS: tuple[str, ...] = get_args(Action)
 AUDIT_ACTIONS: tuple[str, ...] = get_args(AuditAction)

@@ -55,6 +55,9 @@ class CompressionReport:
     #: Live mode: the highest insertion number up to which every entry has been judged against its
     #: nearest neighbours (the next live pass judges only entries inserted after it, and merged ones).
     judged_through_seq: int | None = None
+    #: The bytes (in the run's metric) the run removed, by route: ``delete`` and ``merge`` (the judge's
+    #: decisions; deferred deletes are deletes) and ``evict`` (eviction). A route not taken is absent.
+    removed_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def stop(self) -> StopReason:

@@ -6,8 +6,11 @@ what it decides; :meth:`DecisionPath.apply` applies a decision made elsewhere
 durable by :meth:`RunJournal.apply` in one transaction with the run's cursor;
 a delete removes the target, a merge replaces both entries by the merger's
 entry (embedded, under an id no entry ever had), and a merge whose text
-cannot keep every fact falls back to a preserve, audited as such. The pair
-queue, when there is one, follows each change.
+cannot keep every fact falls back to a preserve, counted as such. A merge whose
+text would free less than ``min_merge_saving`` of the shorter entry's text (a
+concatenation of two distinct facts frees nothing) is kept as a preserve of
+source ``saving``: it would cost an embedding and leave one longer entry for no
+room. The pair queue, when there is one, follows each change.
 """
 
 from __future__ import annotations
@@ -43,13 +46,17 @@ class DecisionPath:
 
     ``clock`` gets the seconds of each stage (``judge``, ``merge``, ``embed``,
     ``apply``); ``created`` the id of every entry a merge writes (the run's own,
-    not another writer's).
+    not another writer's). ``min_merge_saving``: the share of the shorter entry's
+    text (UTF-8 bytes) a merge must free, else the pair is preserved (0: every merge
+    that keeps the facts is taken, as in the paper).
     """
 
     def __init__(self, *, store: MemoryStore, method: Method, merger: Merger, encoder: Encoder, run_id: str,
-                 metric: str, clock: dict[str, float], created: MutableSet[str]) -> None:
+                 metric: str, clock: dict[str, float], created: MutableSet[str],
+                 min_merge_saving: float = 0.0) -> None:
         self.store, self.method, self.merger, self.encoder = store, method, merger, encoder
         self.run_id, self.metric, self.clock, self.created = run_id, metric, clock, created
+        self.min_merge_saving = min_merge_saving
 
     def model_calls(self) -> int:
         """Model calls made so far by the method's judge and the merger."""
@@ -85,13 +92,20 @@ class DecisionPath:
             clock["apply"] += time.perf_counter() - t
             return "delete", decision.source
         if decision.action == "merge":
-            merged = self._merge(a, b, decision.merge_instruction)
+            # The merger's cheap lower bound, when it has one, spares writing a merge that frees too little.
+            least = self.merger.least_bytes(a.content, b.content) if self.min_merge_saving > 0 else None
+            short = self._short_saving(a, b, least) if least is not None else None
+            merged = self._merge(a, b, decision.merge_instruction) if short is None else None
             if merged is not None:
+                short = self._short_saving(a, b, len(merged.content.encode("utf-8")))
+            if merged is not None and short is None:
                 self._apply_merge(step, pair, a, b, decision, merged, latency_ms, queue)
                 return "merge", decision.source
-            # The safe fallback: keep both entries, audited as such.
-            decision = Decision("preserve", None, source="fallback",
-                                reason=f"merge could not keep every fact; preserved ({decision.reason})")
+            if short is not None:  # keeps the facts, frees (almost) nothing: both entries stay
+                decision = Decision("preserve", None, source="saving", reason=short)
+            else:  # the safe fallback: keep both entries, counted as such
+                decision = Decision("preserve", None, source="fallback",
+                                    reason=f"merge could not keep every fact; preserved ({decision.reason})")
             t = time.perf_counter()  # the failed merge is already in clock["merge"]
         journal.apply(self.run_id, step, pair, decision, metric=self.metric, latency_ms=latency_ms)
         clock["apply"] += time.perf_counter() - t
@@ -119,6 +133,19 @@ class DecisionPath:
         if queue is not None:  # (without one, the queue built next reads it from the store)
             _follow_merge(queue, pair[0], pair[1], merged.id, vec, self.store)
         clock["apply"] += time.perf_counter() - t
+
+    def _short_saving(self, a: Entry, b: Entry, merged_bytes: int) -> str | None:
+        """Why a merged text of ``merged_bytes`` frees too little of ``a`` and ``b``'s text to be taken
+        (None: it frees enough)."""
+        if self.min_merge_saving <= 0:
+            return None
+        sizes = [len(e.content.encode("utf-8")) for e in (a, b)]
+        freed = sum(sizes) - merged_bytes
+        needed = self.min_merge_saving * min(sizes)
+        if freed >= needed:
+            return None
+        return (f"a merge would free {freed} of {sum(sizes)} text bytes, under {self.min_merge_saving:g} of the "
+                f"shorter entry ({needed:.0f}); both kept")
 
     def _merge(self, a: Entry, b: Entry, instruction: str) -> Entry | None:
         """The merger's entry for ``a`` and ``b``, or None when it cannot keep every fact."""

@@ -15,24 +15,33 @@ it stopped when the same command is given again.
 Deferred deletes: a method may preserve a pair for now with
 ``source="deferred"`` (the memrefine method does so with ``defer_last_copies``,
 :mod:`memrefine_edge.text._lastcopy`). When the candidate pairs run out with the
-store still above budget, in either mode, the run takes those deletes after
+store still above budget, in every mode, the run takes those deletes after
 all until the budget holds: the *deferred phase* (:mod:`memrefine_edge.engine._deferred`).
 A run that meets its budget with the candidate pairs never takes a deferred delete.
 
-Budget modes:
+Budget modes (:class:`~memrefine_edge.core.Mode`):
 
-``paper`` (default)
-    Stop when the budget is met or when no candidate pair (and no deferred
-    delete) is left, even above budget: facts take precedence over the
-    budget (paper §3.2, Termination). The report says which.
+``live`` (default)
+    Bounded work, hard budget. Only the entries that changed since the
+    store's last live run (new ones, and the run's merges) are judged, each
+    against its ``neighbours`` nearest live entries
+    (:class:`~memrefine_edge.index.LocalPairs`); pairs judged before are never
+    proposed again. A merge must free ``min_merge_saving`` of the shorter
+    entry's text. Then deferred deletes, then eviction as in ``strict``.
+``paper``
+    The paper's algorithm: every pair, most similar first. Stop when the
+    budget is met or when no candidate pair (and no deferred delete) is
+    left, even above budget: facts take precedence over the budget (paper
+    §3.2, Termination). The report says which.
 ``strict``
-    The budget is hard. When candidates and deferred deletes run out above
-    budget, entries are evicted one at a time, each eviction audited, least
-    valuable first (:mod:`memrefine_edge.engine._eviction`), so the loop ends at or
-    under the budget and never empties the store: a budget below the
-    smallest entry the run can keep (small talk is not kept) is an error
-    before anything changes, and no decision takes the run's last entry
-    that fits the budget alone (a pair holding it is not proposed).
+    The paper's order with a hard budget. When candidates and deferred
+    deletes run out above budget, entries are evicted one at a time, each
+    eviction audited, least valuable first (:mod:`memrefine_edge.engine._eviction`),
+    so the loop ends at or under the budget and never empties the store: a
+    budget below the smallest entry the run can keep (small talk is not kept)
+    is an error before anything changes, and no decision takes the run's last
+    entry that fits the budget alone (a pair holding it is not proposed).
+    Live mode keeps the same floor.
 """
 
 from __future__ import annotations
@@ -80,6 +89,9 @@ MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 #: How long decisions may wait in one transaction before it commits (see :class:`Compressor`).
 COMMIT_WINDOW_S = 0.05
 
+#: Live mode's default ``min_merge_saving``: a merge must free a tenth of the shorter entry's text.
+LIVE_MIN_MERGE_SAVING = 0.1
+
 
 class Compressor:
     """Compress one store to a budget with one method.
@@ -120,10 +132,11 @@ class Compressor:
         method: str | Method | None = None,
         merger: "Merger | None" = None,
         metric: str = "json",
-        mode: str = "paper",
+        mode: str = "live",
         k: int = 16,
         neighbours: int = 8,
         min_similarity: float | None = None,
+        min_merge_saving: float | None = None,
         progress: Callable[[Progress], None] | None = None,
         embed_progress: Callable[[int, int], None] | None = None,
         method_options: dict[str, Any] | None = None,
@@ -154,6 +167,13 @@ class Compressor:
         if min_similarity is not None and not -1.0 <= min_similarity <= 1.0:
             raise BudgetError(f"min_similarity must be in [-1, 1], got {min_similarity!r}")
         self.min_similarity = min_similarity
+        if min_merge_saving is None:
+            min_merge_saving = LIVE_MIN_MERGE_SAVING if self.mode is Mode.LIVE else 0.0
+        if isinstance(min_merge_saving, bool) or not (isinstance(min_merge_saving, (int, float))
+                                                      and 0.0 <= min_merge_saving <= 1.0):
+            raise ConfigurationError(f"min_merge_saving must be a share in [0, 1], got {min_merge_saving!r}")
+        #: The share of the shorter entry's text a merge must free, else the pair is preserved.
+        self.min_merge_saving = float(min_merge_saving)
         self.progress = progress
         self.embed_progress = embed_progress
         self.vacuum = vacuum
@@ -270,7 +290,8 @@ class Compressor:
                     on_accept()
                 plan.run_id = journal.start_run(
                     self.method.name, {**plan.args, "target_bytes": plan.target, "before": plan.before, "k": self.k,
-                                       "encoder": self.encoder.model_id, "start_seq": store.max_seq()},
+                                       "encoder": self.encoder.model_id, "start_seq": store.max_seq(),
+                                       "min_merge_saving": self.min_merge_saving},
                 )
         elif on_accept is not None:
             on_accept()
@@ -298,8 +319,10 @@ class Compressor:
         del deferred
         llm_calls_before = self.method.llm_calls
         with store.long_write():  # one commit per decision, fewer copies of the log into the file
+            # A resumed run keeps its own share (runs recorded before it existed took every merge).
             path = DecisionPath(store=store, method=self.method, merger=self.merger, encoder=self.encoder,
-                                run_id=run_id, metric=plan.metric, clock=clock, created=outsiders.created)
+                                run_id=run_id, metric=plan.metric, clock=clock, created=outsiders.created,
+                                min_merge_saving=float(params.get("min_merge_saving", 0.0)))
             floor = None
             later = store.sizes_after(outsiders.start_seq) if plan.mode.hard else {}
             if plan.mode.hard:  # the run's own entries when it started (those inserted up to its start)
@@ -405,6 +428,7 @@ class Compressor:
             added_during_run={"entries": len(run.outsiders.sizes), "bytes": outsiders} if run is not None else {},
             deferred_taken=run.deferred_taken if run is not None else 0,
             judged_through_seq=self._judged_mark(plan, run, stop),
+            removed_bytes=self.store.journal.removed_bytes(plan.run_id) if plan.run_id is not None else {},
         )
 
     def _judged_mark(self, plan: RunPlan, run: RunState | None, stop: StopReason) -> int | None:

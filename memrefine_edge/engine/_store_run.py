@@ -50,7 +50,8 @@ class StoreRun:
 
 
 def compress_store(db: Path, *, budget: float | None = None, budget_bytes: int | None = None,
-                   metric: str | None = None, mode: str = "paper", config: PipelineConfig | None = None,
+                   metric: str | None = None, mode: str = "live", neighbours: int = 8,
+                   config: PipelineConfig | None = None,
                    backends: Backends | None = None, resume: bool = False, max_decisions: int | None = None,
                    min_similarity: float | None = None, progress: Callable[[Progress], None] | None = None,
                    embed_progress: Callable[[int, int], None] | None = None,
@@ -58,7 +59,8 @@ def compress_store(db: Path, *, budget: float | None = None, budget_bytes: int |
     """Compress the store at ``db`` (which must exist) to its budget, continuing an interrupted run.
 
     ``budget`` (a ratio of the size now) or ``budget_bytes``; neither: the
-    store's standing budget (a :class:`BudgetError` if it has none).
+    store's standing budget (a :class:`BudgetError` if it has none). ``mode``
+    and ``neighbours`` as :class:`Compressor` takes them (default: live mode).
     ``config``/``backends`` assemble the pipeline (:func:`build`;
     ``encoder``: one already loaded, to share between calls, instead of a new one);
     ``store_options`` go to :class:`MemoryStore` (``max_file_bytes``,
@@ -85,7 +87,8 @@ def compress_store(db: Path, *, budget: float | None = None, budget_bytes: int |
                                                             metric=metric, encoder=parts.encoder)
             budget = None
         comp = Compressor(store, encoder=parts.encoder, method=parts.method, merger=parts.merger,
-                          metric=metric or "json", mode=mode, min_similarity=min_similarity, progress=progress,
+                          metric=metric or "json", mode=mode, neighbours=neighbours, min_similarity=min_similarity,
+                          progress=progress,
                           embed_progress=embed_progress)
         # A new standing budget is recorded only once the run is accepted, with the run's start: a
         # call refused or failed before it (a broken model file, an interrupted run with another

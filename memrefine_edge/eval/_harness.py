@@ -95,7 +95,7 @@ class EvalConfig:
     threads: int = 1
     chain: bool = False
     metric: str = "json"
-    mode: str = "paper"
+    mode: str = "live"
     merger: str = "concat"  # "concat" (deterministic, no LLM; the compress default) or "llm" (the judge model)
     judge_model: str | None = None  # as --judge-model: None/"none" (the redundancy scorer), "fact", "bundled" or a GGUF
     merge_min_similarity: float | None = None  # the judge's (methods that use one); None: the judge's default

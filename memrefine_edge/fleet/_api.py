@@ -30,7 +30,7 @@ def _budget_text(budget: str | float | None) -> str | None:
 
 
 def compress_many(stores: Iterable[str | os.PathLike[str] | StoreJob], *, budget: str | float | None = None,
-                  metric: str | None = None, mode: str = "paper", config: PipelineConfig | None = None,
+                  metric: str | None = None, mode: str = "live", config: PipelineConfig | None = None,
                   backends: Backends | None = None, address: str | None = None, num_cpus: int | None = None,
                   window: int | None = None, max_retries: int = 3,
                   store_options: dict[str, Any] | None = None) -> Iterator[StoreResult]:

@@ -48,7 +48,7 @@ class FleetSettings:
 
     budget: str | None = None
     metric: str | None = None
-    mode: str = "paper"
+    mode: str = "live"
     config: PipelineConfig = field(default_factory=lambda: PipelineConfig(threads=1))
     backends: Backends | None = None
     store_options: dict[str, Any] = field(default_factory=dict)

@@ -84,6 +84,11 @@ class Merger(abc.ABC):
         """What the merger counted so far (``llm_calls`` among them, if it calls a model); default: nothing."""
         return {}
 
+    def least_bytes(self, a: str, b: str) -> int | None:
+        """A lower bound on the UTF-8 bytes of the text :meth:`merge` would write for ``a`` and ``b``, when
+        one is known cheaply (a run then skips a merge that could not free enough); default: None, unknown."""
+        return None
+
 
 def default_keywords(text: str, limit: int = 6) -> tuple[str, ...]:
     """Keywords from the facts of a text: names, dates, numbers, then content words."""
@@ -264,6 +269,13 @@ class GuardedMerger(Merger):
         """Load the inner merger's model now."""
         if self.inner is not None:
             self.inner.load()
+
+    def least_bytes(self, a: str, b: str) -> int | None:
+        """Without an inner merger the merge is the concatenation (or none): its bytes; else None."""
+        if self.inner is not None or len(a) + len(b) > 2 * MAX_MERGED_CHARS:
+            return None
+        content = _concat_content(a, b, limit=MAX_MERGED_CHARS)
+        return None if content is None else len(content.encode("utf-8"))
 
     def merge(self, a: str, b: str, instruction: str) -> MergedEntry:
         """Merge with the inner merger, then check and repair (see the class docstring)."""

@@ -323,6 +323,14 @@ class RunJournal:
         deletes, which :meth:`decisions` lists), by source (``{}`` for none)."""
         return self.run(run_id).preserved
 
+    def removed_bytes(self, run_id: str) -> dict[str, int]:
+        """The bytes (in the run's metric) ``run_id``'s audited decisions removed, by action: ``delete``
+        (deferred deletes included), ``merge`` and ``evict``; an action it never took is absent."""
+        rows = self._db.conn.execute(
+            "SELECT action, SUM(size_before - size_after) FROM decisions WHERE run_id = ? GROUP BY action"
+            " ORDER BY action", (self.run(run_id).run_id,)).fetchall()
+        return {str(action): int(n or 0) for action, n in rows}
+
     def preserved_pairs(self) -> list[tuple[str, str]]:
         """Pairs judged preserve whose entries are live or kept by the undo history: ``(a_id, b_id)``,
         ``a_id < b_id``, sorted (either order is the same pair)."""

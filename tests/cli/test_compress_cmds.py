@@ -336,11 +336,11 @@ def test_a_paper_run_that_stops_above_budget_says_what_to_do_next(tmp_path):
     db = tmp_path / "s.db"
     make_store(db).close()
     keep_all = FakeBackends(encoder=HashEncoder(), method=ScriptedMethod(policy="preserve"), merger=ConcatMerger())
-    paper = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5"], catch_exceptions=False,
-                               obj=keep_all)
+    paper = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--mode", "paper"],
+                               catch_exceptions=False, obj=keep_all)
     assert paper.exit_code == 0, paper.output
     assert "budget met  NO (no candidate pair left)" in paper.stdout
-    assert "  next        the judge kept what is left as distinct facts; --mode strict" in paper.stdout
+    assert "  next        the judge kept what is left as distinct facts; --mode live (the default)" in paper.stdout
     strict = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--mode", "strict"],
                                 catch_exceptions=False, obj=keep_all)
     assert strict.exit_code == 0 and "budget met  yes" in strict.stdout and "  next" not in strict.stdout

@@ -547,7 +547,7 @@ def test_every_fact_sentence_survives_or_is_an_audited_delete_on_every_dev_conve
             import_file(store, locomo_dir / "locomo-dev.json", format="locomo-turns", sample_id=sample)
             originals = list(store.entries())
             report = Compressor(store, encoder=encoder, merger=GuardedMerger(None),
-                                method=get_method("memrefine", judge=default_judge())).run(budget=0.5)
+                                method=get_method("memrefine", judge=default_judge()), mode="paper").run(budget=0.5)
             assert report.decisions > 0
             live = {e.id: e for e in store.entries()}
             removed_by = {r: d for d in store.journal.decisions(report.run_id) for r in d.removed_ids}
@@ -597,7 +597,7 @@ def test_a_store_and_an_encoder_are_enough_to_compress(tmp_path):
             if parts is None:
                 pipeline = build()
                 parts = {"method": pipeline.method, "merger": pipeline.merger}
-            comp = Compressor(store, encoder=HashEncoder(), **parts)
+            comp = Compressor(store, encoder=HashEncoder(), **parts, mode="paper")
             assert comp.method.name == "memrefine" and isinstance(comp.merger, GuardedMerger)
             reports.append(comp.run(budget=0.6))
             decisions.append([(d.a_id, d.b_id, d.action, d.target, d.source) for d in store.journal.decisions()])

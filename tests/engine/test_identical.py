@@ -30,7 +30,7 @@ def make(path: Path) -> MemoryStore:
 
 
 def run(store: MemoryStore, method: ScriptedMethod, **kw):
-    return Compressor(store, encoder=HashEncoder(), method=method, merger=ConcatMerger(), k=4).run(**kw)
+    return Compressor(store, encoder=HashEncoder(), method=method, merger=ConcatMerger(), k=4, mode="paper").run(**kw)
 
 
 def test_pairs_come_by_the_earlier_entry_then_the_later_across_groups():

@@ -117,3 +117,89 @@ def test_the_command_line_takes_live_mode(tmp_path):
     assert out.exit_code == 0, out.output
     report = json.loads(out.stdout)
     assert report["mode"] == "live" and report["budget_met"] and report["actions"]["evict"] > 0
+
+
+class MergeAll(ScriptedMethod):
+    """Merges every pair it is shown."""
+
+    def decide(self, pair):
+        from memrefine_edge.core import Decision
+
+        self.seen.append((pair.a.id, pair.b.id, pair.similarity))
+        return Decision(action="merge", target=None, merge_instruction="keep all", reason="merge all", source="llm")
+
+
+def test_a_live_merge_that_frees_too_little_text_is_a_preserve(tmp_path):
+    # Two distinct facts share few words: the fact-keeping merge is almost their concatenation.
+    store = MemoryStore(tmp_path / "m.db")
+    store.add_many([Entry(id="a", content="Ana took up kayaking in Lisbon in 1990."),
+                    Entry(id="b", content="Ben met his chess teacher at Oslo during 2004."),
+                    Entry(id="c", content="Ana took up kayaking in Lisbon in 1990, twice a week."),
+                    Entry(id="d", content="Zoe sails yachts around Perth since 1999."),
+                    Entry(id="e", content="Grandpa Hugo bakes sourdough every Sunday morning."),
+                    Entry(id="f", content="Our neighbour's dog Rex hates thunderstorms.")])
+    report = live(store, MergeAll(), neighbours=2).run(budget_bytes=store.json_bytes() - 150)
+    merged = [d for d in store.journal.decisions(report.run_id) if d.action == "merge"]
+    # a and c overlap: their merge frees the shorter text almost whole; the others share no word, so a
+    # merge of any of them would free nothing
+    assert [sorted(d.removed_ids) for d in merged] == [["a", "c"]]
+    assert report.sources.get("saving", 0) >= 1 and report.budget_met and report.actions.get("evict", 0) >= 1
+    store.close()
+
+
+def test_paper_mode_takes_every_merge_and_the_share_is_a_setting(tmp_path):
+    from memrefine_edge.core import ConfigurationError
+
+    store = MemoryStore(tmp_path / "m.db")
+    store.add_many([Entry(id="a", content="Ana took up kayaking in Lisbon in 1990."),
+                    Entry(id="b", content="Ben met a chess teacher in Oslo in 2004.")])
+    comp = Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(), mode="paper")
+    assert comp.min_merge_saving == 0.0
+    report = comp.run(budget_bytes=store.json_bytes() - 1)
+    assert report.actions == {"merge": 1} and "saving" not in report.sources
+    for bad in (-0.1, 1.5, True, "0.1"):
+        with pytest.raises(ConfigurationError, match="min_merge_saving"):
+            Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(), min_merge_saving=bad)
+    assert Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger()).min_merge_saving == 0.1
+    store.close()
+
+
+def test_the_report_says_what_each_route_removed(tmp_path):
+    store = MemoryStore(tmp_path / "m.db")
+    store.add_many(distinct_facts(60))
+    before = store.json_bytes()
+    report = live(store, ScriptedMethod(), neighbours=2).run(budget=0.05)
+    removed = report.removed_bytes
+    assert report.budget_met and removed.get("evict", 0) > 0
+    assert set(removed) <= {"delete", "merge", "evict"}
+    # every byte the run removed went by one route or another
+    assert sum(removed.values()) == before - report.after["json_bytes"]
+    assert report.as_dict()["removed_bytes"] == removed
+    store.close()
+
+
+def test_compress_is_live_by_default_and_says_what_eviction_removed(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from memrefine_edge.cli import cli
+    from memrefine_edge.testing import FakeBackends
+
+    db = tmp_path / "m.db"
+    store = MemoryStore(db)
+    store.add_many(distinct_facts(40))
+    store.close()
+    method = ScriptedMethod(policy="preserve")
+    backends = FakeBackends(encoder=HashEncoder(), method=method, merger=ConcatMerger())
+    out = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--neighbours", "2"],
+                             catch_exceptions=False, obj=backends)
+    assert out.exit_code == 0, out.output
+    assert "mode live" in out.stdout and "B by eviction" in out.stdout
+    assert 0 < len(method.seen) <= 2 * 40
+    with MemoryStore(db, create=False) as store:
+        report = store.journal.runs()[-1].report
+    assert report is not None and report["mode"] == "live" and report["removed_bytes"]["evict"] > 0
+    bad = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--neighbours", "0"], obj=backends)
+    assert bad.exit_code == 2 and "--neighbours" in bad.output
+    assert json.loads(json.dumps(report))  # stored as JSON

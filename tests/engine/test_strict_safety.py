@@ -77,7 +77,7 @@ def test_api_refuses_a_strict_budget_that_only_small_talk_fits_and_changes_nothi
             comp.run(budget_bytes=200)
         assert export(store) == before and store.journal.runs() == []
         # The same budget in paper mode is not refused: paper never evicts.
-        paper = Compressor(store, encoder=HashEncoder(), method=comp.method, merger=comp.merger)
+        paper = Compressor(store, encoder=HashEncoder(), method=comp.method, merger=comp.merger, mode="paper")
         assert paper.target_bytes(budget_bytes=200) == 200
         # At the smallest size that can be kept, strict mode keeps it and meets the budget.
         report = default_compressor(store).run(budget_bytes=keepable)

@@ -41,7 +41,7 @@ def test_each_method_gets_its_own_options_and_the_judge_settings_only_where_it_u
 
 def test_the_options_reach_the_methods_and_are_recorded(data, tmp_path):
     config = _config(data, tmp_path / "out", methods=("rulesim",), method_options={"rulesim": {"tau": 0.99}},
-                     keep_stores=True)
+                     keep_stores=True, mode="paper")
     res = run_eval(config, encoder=HashEncoder(), backends=FakeBackends(), log=lambda m: None)
     assert res["config"]["method_options"] == {"rulesim": {"tau": 0.99}}
     compressed = next(p for p in (tmp_path / "out").rglob("*-rulesim-0.5.db"))

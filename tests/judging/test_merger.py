@@ -172,7 +172,7 @@ def test_long_entry_merge_chain_in_a_real_store_keeps_every_fact(tmp_path):
     with MemoryStore(tmp_path / "s.db") as store:
         import_file(store, src, format="jsonl")
         comp = Compressor(store, encoder=HashEncoder(), merger=GuardedMerger(None),
-                          method=get_method("memrefine", judge=default_judge("fact")))
+                          method=get_method("memrefine", judge=default_judge("fact")), mode="paper")
         report = comp.run(budget=0.4)
         text = " ".join(e.content for e in store.entries())
         assert report.actions.get("merge", 0) >= 2  # a merged entry (> 2,000 characters) was merged again

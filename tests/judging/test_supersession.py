@@ -76,7 +76,7 @@ def test_a_merged_update_keeps_both_values_in_order_with_both_dates(tmp_path):
     with MemoryStore(tmp_path / "m.db") as store:
         store.add_many([older, newer])
         Compressor(store, encoder=pipeline.encoder, method=pipeline.method, merger=pipeline.merger,
-                   vacuum=False).run(budget=0.5)
+                   vacuum=False, mode="paper").run(budget=0.5)
         entries = list(store.entries())
     assert len(entries) == 1, entries
     merged = entries[0]

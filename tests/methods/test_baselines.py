@@ -61,7 +61,7 @@ def ctx(store: MemoryStore, a: str, b: str, sim: float) -> PairContext:
 
 def engine(store, method, merger=None, **kw) -> Compressor:
     return Compressor(store, encoder=HashEncoder(dim=kw.pop("dim", DIM)), method=method,
-                      merger=merger or ConcatMerger(), k=4, **kw)
+                      merger=merger or ConcatMerger(), k=4, **kw, mode="paper")
 
 
 WORDS = ("tea coffee hiking paris berlin guitar piano dog cat running yoga novel movie sister brother "

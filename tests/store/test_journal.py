@@ -64,7 +64,7 @@ def test_purge_history_makes_runs_final(tmp_path):
 def _decide_once(store: MemoryStore, a: str, b: str, decision: Decision, merger=None) -> None:
     """Two entries, one decision applied (the budget is one byte under their size)."""
     store.add_many([Entry(id="a", content=a), Entry(id="b", content=b)])
-    Compressor(store, encoder=HashEncoder(), method=OneShot(decision), merger=merger or ConcatMerger()).run(
+    Compressor(store, encoder=HashEncoder(), method=OneShot(decision), merger=merger or ConcatMerger(), mode="paper").run(
         budget_bytes=store.json_bytes() - 1)
 
 
@@ -267,7 +267,7 @@ def test_the_undo_history_is_one_table_keyed_by_run_and_step_with_the_links_of_e
                         Entry(id="x2", content="Ana's cat is called Tom.", links=("x1",))])
         before = export(store)
         Compressor(store, encoder=HashEncoder(), method=OneShot(Decision("delete", "b", source="rule")),
-                   merger=ConcatMerger()).run(budget_bytes=store.json_bytes() - 1)
+                   merger=ConcatMerger(), mode="paper").run(budget_bytes=store.json_bytes() - 1)
         [d] = [d for d in store.journal.decisions() if d.action == "delete"]
         conn = sqlite3.connect(store.path)
         try:
@@ -300,7 +300,7 @@ def test_the_undo_history_packs_the_fields_of_a_removed_entry_and_undo_restores_
         ])
         before = export(store)
         Compressor(store, encoder=HashEncoder(), method=OneShot(Decision("delete", "a", source="rule")),
-                   merger=ConcatMerger()).run(budget_bytes=store.json_bytes() - 1)
+                   merger=ConcatMerger(), mode="paper").run(budget_bytes=store.json_bytes() - 1)
         [d] = [d for d in store.journal.decisions() if d.action == "delete"]
         conn = sqlite3.connect(store.path)
         try:

@@ -47,6 +47,9 @@ def export(store: MemoryStore) -> list[dict]:
 
 
 def compressor(store, method=None, **kw) -> Compressor:
+    """The engine tests' compressor: hash encoder, scripted method, concat merger, the paper's order (mode=...
+    for another)."""
+    kw.setdefault("mode", "paper")
     return Compressor(store, encoder=HashEncoder(), method=method or ScriptedMethod(), merger=ConcatMerger(),
                       k=kw.pop("k", 4), **kw)
 

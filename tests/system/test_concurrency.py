@@ -190,7 +190,8 @@ def test_second_run_is_refused_and_a_killed_holder_leaves_the_lock_free(stores):
             assert s.journal.unfinished_run().cursor == 7  # refused before anything was done
 
         # The command line: one clear line on stderr, exit code 1, no traceback; same for undo.
-        for args in (["compress", "--db", str(db), "--budget", str(CFG.budget)], ["undo", "--db", str(db), run_id]):
+        for args in (["compress", "--db", str(db), "--budget", str(CFG.budget), "--mode", CFG.mode],
+                     ["undo", "--db", str(db), run_id]):
             refused = cli(*args)
             assert refused.returncode == 1, (args, refused.stdout, refused.stderr)
             assert refused.stderr.startswith("Error: another compression is running on"), refused.stderr
@@ -204,7 +205,7 @@ def test_second_run_is_refused_and_a_killed_holder_leaves_the_lock_free(stores):
     summary = check_invariants(db, original, reference["decisions"])
     assert summary["decisions"] == 7 and summary["unfinished"]
     # The same command again, through the command line: it takes the lock and finishes the run.
-    resumed = cli("compress", "--db", str(db), "--budget", str(CFG.budget), "--json")
+    resumed = cli("compress", "--db", str(db), "--budget", str(CFG.budget), "--mode", CFG.mode, "--json")
     assert resumed.returncode == 0, resumed.stderr
     report = json.loads(resumed.stdout)
     assert report["resumed"] and report["run_id"] == run_id and report["budget_met"]

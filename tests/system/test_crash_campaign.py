@@ -1,7 +1,8 @@
 """Crash campaign: SIGKILL a compression anywhere, check what it left, resume.
 
-Two commands (:data:`PAPER`: deletes, merges, preserves; :data:`STRICT`: the
-same plus a long tail of strict-budget evictions) are run by
+Commands (:data:`PAPER`: deletes, merges, preserves; :data:`STRICT`: the
+same plus a long tail of strict-budget evictions; :data:`LIVE`: the default mode's
+bounded pairs, then evictions) are run by
 ``tests/support/crash_worker.py`` in a subprocess and killed:
 
 * from outside, at seeded pseudo-random points: the worker stops at a random
@@ -52,6 +53,8 @@ HERE = Path(__file__).resolve().parents[1] / "support"  # the workers and fakes 
 WORKER = HERE / "crash_worker.py"
 PAPER = Config("paper", budget=0.45)
 STRICT = Config("strict", budget=0.3, mode="strict", min_similarity=0.5)
+# The default mode: each entry against its nearest neighbours, then evictions to a hard budget.
+LIVE = Config("live", budget=0.3, mode="live")
 # Decisions sharing transactions (a window longer than the whole run: a kill loses everything uncommitted).
 GROUPED = Config("grouped", budget=0.45, commit_window=10.0)
 TIMEOUT = 60
@@ -152,7 +155,7 @@ def kill_from_outside(db: Path, cfg: Config, release: int, delay_s: float, windo
 @pytest.fixture(scope="module")
 def refs(tmp_path_factory):
     root = tmp_path_factory.mktemp("crash-refs")
-    return {cfg.name: Reference(cfg, root) for cfg in (PAPER, STRICT, GROUPED)}
+    return {cfg.name: Reference(cfg, root) for cfg in (PAPER, STRICT, GROUPED, LIVE)}
 
 
 def test_the_commands_exercise_every_kind_of_decision(refs, tmp_path):
@@ -197,7 +200,7 @@ def in_parallel(fn, items) -> list:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["paper", "strict"])
+@pytest.mark.parametrize("name", ["paper", "strict", "live"])
 def test_sigkill_from_outside_at_random_points(refs, tmp_path, name):
     """4 stores x 3 kills each at seeded random decisions and delays, then the command once more.
 
@@ -227,7 +230,7 @@ def test_sigkill_from_outside_at_random_points(refs, tmp_path, name):
 
     landed: list[int] = []
     in_parallel(chain, range(4))
-    assert len(landed) == 12  # 24 over both commands
+    assert len(landed) == 12  # for each command
     print(f"{name}: decisions past the release when killed: {sorted(landed)}")
 
 
@@ -276,7 +279,7 @@ def test_sigkill_at_each_phase_then_rerun_gives_the_same_store(refs, tmp_path, n
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["paper", "strict", "grouped"])
+@pytest.mark.parametrize("name", ["paper", "strict", "grouped", "live"])
 def test_sigkill_before_a_random_sql_statement(refs, tmp_path, name):
     """Before the K-th statement, K seeded-random over the whole run: inside transactions, between, at the end.
 

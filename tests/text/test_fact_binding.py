@@ -413,7 +413,7 @@ def _compress(tmp_path, cases: list[Case]) -> tuple[list[str], dict[str, int]]:
         with MemoryStore(path) as store:
             store.add_many([Entry(id="a", content=case.a), Entry(id="b", content=case.b)])
             report = Compressor(store, encoder=pipeline.encoder, method=pipeline.method, merger=pipeline.merger,
-                                vacuum=False).run(budget=0.5)
+                                vacuum=False, mode="paper").run(budget=0.5)
             contents = list(store.contents())
         for action, n in report.actions.items():
             actions[action] = actions.get(action, 0) + n

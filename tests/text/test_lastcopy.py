@@ -96,7 +96,7 @@ PAINTED_SHORT = "Melanie: I painted a sunrise."  # every word of it is in PAINTE
 
 
 def _compress(store: MemoryStore, method: MemRefineMethod, **run: Any) -> CompressionReport:
-    return Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4).run(**run)
+    return Compressor(store, encoder=HashEncoder(), method=method, merger=GuardedMerger(None), k=4, mode="paper").run(**run)
 
 
 def _run(store: MemoryStore, *, keep: bool, budget: float = 0.75) -> list:
