@@ -70,8 +70,9 @@ def eval_group() -> None:
               help="concat: deterministic, fact-keeping merge (as `memrefine compress` without --merge-model); "
                    "llm: merges written by the judge model, checked by the merge guard.")
 @click.option("--chain", is_flag=True,
-              help="Compress one copy through the budgets in descending order, measuring at each (same stores "
-                   "as independent runs, far cheaper).")
+              help="Compress one copy through the budgets in descending order, measuring at each (far "
+                   "cheaper; in paper and strict mode the same stores as independent runs, in live mode each "
+                   "budget continues from the last one's store, as upkeep would).")
 @click.option("--metric", type=click.Choice(["json", "disk"]), default="json", show_default=True,
               help="Size metric the budgets are measured in.")
 @click.option("--mode", type=click.Choice(["live", "paper", "strict"]), default="live", show_default=True,

@@ -203,3 +203,19 @@ def test_compress_is_live_by_default_and_says_what_eviction_removed(tmp_path):
     bad = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--neighbours", "0"], obj=backends)
     assert bad.exit_code == 2 and "--neighbours" in bad.output
     assert json.loads(json.dumps(report))  # stored as JSON
+
+
+def test_a_merge_that_cannot_free_enough_is_never_written(tmp_path):
+    from memrefine_edge.judging import GuardedMerger
+
+    store = MemoryStore(tmp_path / "m.db")
+    store.add_many([Entry(id="a", content="Ana took up kayaking in Lisbon in 1990."),
+                    Entry(id="b", content="Ben met his chess teacher at Oslo during 2004."),
+                    Entry(id="c", content="Zoe sails yachts around Perth since 1999.")])
+    merger = GuardedMerger(None)
+    comp = Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=merger, neighbours=2)
+    report = comp.run(budget_bytes=store.json_bytes() - 1)
+    # the deterministic merge's length is known first: no pair of distinct facts was merged, or even written
+    assert report.sources.get("saving", 0) == 3 and merger.stats["merges"] == 0
+    assert report.actions["evict"] == 1 and report.budget_met
+    store.close()

@@ -178,3 +178,17 @@ def test_long_entry_merge_chain_in_a_real_store_keeps_every_fact(tmp_path):
         assert report.actions.get("merge", 0) >= 2  # a merged entry (> 2,000 characters) was merged again
     for fact in ("QX7781", "room 512", "table 9", "Cairo"):
         assert fact in text
+
+
+def test_the_deterministic_merge_says_its_length_before_it_is_written():
+    pairs = [("Ana took up kayaking in Lisbon in 1990.", "Ben met his chess teacher at Oslo during 2004."),
+             ("Caroline: I went to the LGBTQ support group yesterday.",
+              "Caroline: I went to the support group yesterday and it was great."),
+             ("Zoë lives in Zürich.", "Zoë lives in Zürich since 2019.")]
+    guarded = GuardedMerger(None)
+    for a, b in pairs:
+        expected = len(guarded.merge(a, b, "").content.encode("utf-8"))
+        assert guarded.least_bytes(a, b) == expected  # bytes, not characters
+    # with a model inside, the length is not known before it writes
+    assert GuardedMerger(FakeMerger()).least_bytes(*pairs[0]) is None
+    assert FakeMerger().least_bytes(*pairs[0]) is None
