@@ -4,8 +4,9 @@
 
 The store is ``bench/upkeep.py``'s distinct-fact stream (deterministic); each mode compresses a copy
 with the default pipeline (the int8 MiniLM encoder, the default judge, the fact-keeping merge). The
-embedding pass is timed apart (it is the same for every mode). A mode that has not finished after
-``--cap-s`` seconds is stopped (``max_decisions`` in slices) and reported as not finished. Writes
+embedding pass is timed apart (it is the same for every mode). Each mode is one run; one that has not
+finished after ``--cap-s`` seconds is stopped at its next commit (it stays resumable) and reported as
+not finished, with the size it had reached. Writes
 ``bench/results/live_compress.json``.
 """
 
@@ -24,11 +25,15 @@ sys.path.insert(0, str(HERE))  # the benchmark's sibling generator
 
 from upkeep import distinct_facts  # noqa: E402
 
-from memrefine_edge.core import Entry  # noqa: E402
+from memrefine_edge.core import Entry, Progress  # noqa: E402
 from memrefine_edge.engine import Compressor  # noqa: E402
 from memrefine_edge.judging import GuardedMerger, default_judge  # noqa: E402
 from memrefine_edge.methods import MemRefineMethod  # noqa: E402
 from memrefine_edge.store import MemoryStore  # noqa: E402
+
+
+class _Capped(Exception):
+    """A run past its time cap."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,21 +55,37 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             store.ensure_embeddings(encoder)
             embed_s = time.perf_counter() - t
+            base_size = store.json_bytes()
         for mode in args.modes.split(","):
             db = Path(tmp) / f"{mode}.db"
             shutil.copy(base, db)
             with MemoryStore(db, create=False) as store:
-                comp = Compressor(store, encoder=encoder, method=MemRefineMethod(judge=default_judge()),
-                                  merger=GuardedMerger(None), mode=mode)
                 t = time.perf_counter()
-                report = comp.run(budget=args.budget, max_decisions=2_000)
-                while report.stop.resumable and time.perf_counter() - t < args.cap_s:
-                    report = comp.run(budget=args.budget, max_decisions=2_000)
-                seconds = time.perf_counter() - t
-                rows.append({"mode": mode, "seconds_after_embedding": round(seconds, 1),
-                             "finished": not report.stop.resumable, "budget_met": report.budget_met,
-                             "stop": report.stop_reason, "actions": report.actions,
-                             "realized_ratio": round(report.realized_ratio, 4)})
+                last: list[Progress] = []
+
+                def cap(p: Progress, last: list[Progress] = last, t0: float = t) -> None:
+                    """Called after each commit: past the cap, stop the run there."""
+                    last[:] = [p]
+                    if time.perf_counter() - t0 > args.cap_s:
+                        raise _Capped
+
+                comp = Compressor(store, encoder=encoder, method=MemRefineMethod(judge=default_judge()),
+                                  merger=GuardedMerger(None), mode=mode, progress=cap)
+                try:
+                    report = comp.run(budget=args.budget)
+                except _Capped:  # the run stays resumable, as after Ctrl-C
+                    seconds = time.perf_counter() - t
+                    p = last[0]
+                    rows.append({"mode": mode, "seconds_after_embedding": round(seconds, 1), "finished": False,
+                                 "budget_met": False, "stop": f"stopped at the {args.cap_s:g} s cap",
+                                 "actions": p.counts, "realized_ratio": round(p.size / base_size, 4)})
+                else:
+                    seconds = time.perf_counter() - t
+                    rows.append({"mode": mode, "seconds_after_embedding": round(seconds, 1),
+                                 "finished": not report.stop.resumable, "budget_met": report.budget_met,
+                                 "stop": report.stop_reason, "actions": report.actions,
+                                 "realized_ratio": round(report.realized_ratio, 4),
+                                 "removed_bytes": report.removed_bytes, "seconds_by_stage": report.seconds})
                 print(json.dumps(rows[-1]), flush=True)
     result = {"command": "python bench/live_compress.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "n": args.n, "budget": args.budget, "embed_seconds": round(embed_s, 1), "rows": rows}
