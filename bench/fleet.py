@@ -8,7 +8,7 @@ extra (Ray) and ``../shared/data/locomo`` (the synthetic stores take its vocabul
 The stores are synthetic but shaped like the LoCoMo dev conversations (``bench/scale.py``'s
 ``synthetic_memories``: corpus word frequencies and turn lengths, 25% repeated and 35% paraphrased
 memories), one seed per store, a size drawn from 300-700 entries. Every store is compressed to 50%
-of its json size (``--budget``) in paper mode with the default pipeline (the int8 MiniLM encoder
+of its json size (``--budget``) in the default (live) mode with the default pipeline (the int8 MiniLM encoder
 with one thread, the model-free judge, the deterministic merge), each run on a fresh copy of the
 same 200 stores, each in a process of its own:
 
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python bench/fleet.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:])),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "stores": args.stores, "entries": [args.min_entries, args.max_entries], "budget": args.budget,
-        "mode": "paper", "pipeline": "default (int8 MiniLM encoder, model-free judge, deterministic merge)",
+        "mode": "live", "pipeline": "default (int8 MiniLM encoder, model-free judge, deterministic merge)",
         "load_start": _load(), "runs": {},
     }
     try:
