@@ -18,6 +18,7 @@ refines inside the add has nothing to wait for).
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import time
@@ -185,8 +186,10 @@ class ReplayStats:
     #: Overshoot at each add's return / at each idle point: ``max(0, size - high) / high``.
     over_at_add: list[float] = field(default_factory=list)
     over_at_idle: list[float] = field(default_factory=list)
-    #: For each pass (in order), the entries added since the previous pass was seen.
+    #: For each pass (in order), the entries added after the previous pass started and before it started.
     added_per_pass: list[int] = field(default_factory=list)
+    #: The store's highest insertion number right after each add (which pass an add came before).
+    add_seqs: list[int] = field(default_factory=list)
     #: Session ends where the keeper was not idle before the deadline (measured there all the same).
     settle_timeouts: int = 0
 
@@ -247,7 +250,6 @@ def replay(store: MemoryStore, batches: Iterable[Sequence[Entry]], keeper: Keepe
     started = time.perf_counter()
     keeper.install()
     seen_passes = len(keeper.passes())
-    since_pass = 0
     try:
         for batch in batches:
             for entry in batch:
@@ -257,24 +259,36 @@ def replay(store: MemoryStore, batches: Iterable[Sequence[Entry]], keeper: Keepe
                 store.add(entry, unknown_links="drop")
                 stats.add_ms.append((time.perf_counter() - t) * 1000)
                 stats.over_at_add.append(max(0, store.running_size(metric) - high_bytes) / high_bytes)
+                # (kept rising: the newest entry may already be gone again)
+                stats.add_seqs.append(max(store.max_seq(), stats.add_seqs[-1] if stats.add_seqs else 0))
                 stats.adds += 1
-                since_pass += 1
-                n = len(keeper.passes())
-                if n > seen_passes:  # passes seen at this add: the entries before it were theirs
-                    stats.added_per_pass.extend([since_pass] + [0] * (n - seen_passes - 1))
-                    seen_passes, since_pass = n, 0
                 if after_add is not None:
                     after_add(stats)
             left = None if deadline is None else max(0.0, deadline - time.perf_counter())
             if not keeper.settle(left):
                 stats.settle_timeouts += 1
             stats.over_at_idle.append(max(0, store.running_size(metric) - high_bytes) / high_bytes)
-            n = len(keeper.passes())
-            if n > seen_passes:
-                stats.added_per_pass.extend([since_pass] + [0] * (n - seen_passes - 1))
-                seen_passes, since_pass = n, 0
             stats.batches += 1
         stats.finished = True
         return stats
     finally:
         stats.seconds = time.perf_counter() - started
+        stats.added_per_pass = added_per_pass(store, keeper.passes()[seen_passes:], stats.add_seqs)
+
+
+def added_per_pass(store: MemoryStore, reports: Sequence[CompressionReport], add_seqs: Sequence[int]) -> list[int]:
+    """For each pass, the adds that came after the previous pass started and no later than it started (by
+    insertion number: a pass compresses the entries inserted before its start). A pass that recorded no run
+    (the store was within budget) or that continues an earlier one counts none."""
+    out: list[int] = []
+    previous = 0
+    for report in reports:
+        start = None
+        if report.run_id is not None:
+            start = store.journal.run(report.run_id).params.get("start_seq")
+        if start is None or int(start) <= previous:
+            out.append(0)
+            continue
+        out.append(bisect.bisect_right(add_seqs, int(start)) - bisect.bisect_right(add_seqs, previous))
+        previous = int(start)
+    return out

@@ -237,3 +237,33 @@ def test_every_dev_conversation_streams_in_sessions(locomo_dir):
             assert len(conv.batches) == len(conv.sessions) >= 19 and conv.entries > 40
             buckets = age_buckets(conv.questions, conv.sessions)
             assert len(buckets) == len(sample["qa"]) and {"q1", "q4"} <= set(buckets)
+
+
+def test_each_pass_is_credited_with_the_adds_before_its_start(tmp_path):
+    from memrefine_edge.engine import Compressor
+    from memrefine_edge.eval._replay import added_per_pass
+    from tests.support.fakes import ConcatMerger, ScriptedMethod
+
+    store = MemoryStore(tmp_path / "m.db")
+    seqs: list[int] = []
+
+    def add(n: int, start: int) -> None:
+        for i in range(start, start + n):
+            store.add(Entry(id=f"e{i}", content=f"Fact number {i}: person {i} likes thing {i * 7}."))
+            seqs.append(store.max_seq())
+
+    def a_pass():
+        comp = Compressor(store, encoder=HashEncoder(), method=ScriptedMethod(policy="preserve"),
+                          merger=ConcatMerger(), neighbours=2)
+        return comp.run(budget_bytes=store.json_bytes() - 50)
+
+    add(10, 0)
+    first = a_pass()
+    add(5, 10)
+    second = a_pass()
+    within = Compressor(store, encoder=HashEncoder(), method=ScriptedMethod(), merger=ConcatMerger()).run(
+        budget_bytes=store.json_bytes() + 1000)
+    assert first.run_id and second.run_id and within.run_id is None  # within budget: no run recorded
+    # the first pass had the 10 adds before it; the second the 5 after the first started
+    assert added_per_pass(store, [first, within, second], seqs) == [10, 0, 5]
+    store.close()
