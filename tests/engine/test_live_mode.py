@@ -99,21 +99,26 @@ def test_live_mode_refuses_a_budget_no_entry_fits_and_never_empties_the_store(tm
     store.close()
 
 
-def test_the_command_line_takes_live_mode(tmp_path):
-    import json
-
+def compress_cli(tmp_path, *args: str, method: ScriptedMethod | None = None):
+    """``memrefine compress --db DB ARGS`` on a store of 40 distinct facts, with model-free fakes."""
     from click.testing import CliRunner
 
     from memrefine_edge.cli import cli
     from memrefine_edge.testing import FakeBackends
 
     db = tmp_path / "m.db"
-    store = MemoryStore(db)
-    store.add_many(distinct_facts(40))
-    store.close()
-    backends = FakeBackends(encoder=HashEncoder(), method=ScriptedMethod(policy="preserve"), merger=ConcatMerger())
-    out = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--mode", "live", "--json"],
-                             catch_exceptions=False, obj=backends)
+    if not db.exists():
+        with MemoryStore(db) as store:
+            store.add_many(distinct_facts(40))
+    backends = FakeBackends(encoder=HashEncoder(), method=method or ScriptedMethod(policy="preserve"),
+                            merger=ConcatMerger())
+    return CliRunner().invoke(cli, ["compress", "--db", str(db), *args], obj=backends)
+
+
+def test_the_command_line_takes_live_mode(tmp_path):
+    import json
+
+    out = compress_cli(tmp_path, "--budget", "0.5", "--mode", "live", "--json")
     assert out.exit_code == 0, out.output
     report = json.loads(out.stdout)
     assert report["mode"] == "live" and report["budget_met"] and report["actions"]["evict"] > 0
@@ -179,30 +184,16 @@ def test_the_report_says_what_each_route_removed(tmp_path):
 
 
 def test_compress_is_live_by_default_and_says_what_eviction_removed(tmp_path):
-    import json
-
-    from click.testing import CliRunner
-
-    from memrefine_edge.cli import cli
-    from memrefine_edge.testing import FakeBackends
-
-    db = tmp_path / "m.db"
-    store = MemoryStore(db)
-    store.add_many(distinct_facts(40))
-    store.close()
     method = ScriptedMethod(policy="preserve")
-    backends = FakeBackends(encoder=HashEncoder(), method=method, merger=ConcatMerger())
-    out = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--neighbours", "2"],
-                             catch_exceptions=False, obj=backends)
+    out = compress_cli(tmp_path, "--budget", "0.5", "--neighbours", "2", method=method)
     assert out.exit_code == 0, out.output
     assert "mode live" in out.stdout and "B by eviction" in out.stdout
     assert 0 < len(method.seen) <= 2 * 40
-    with MemoryStore(db, create=False) as store:
+    with MemoryStore(tmp_path / "m.db", create=False) as store:
         report = store.journal.runs()[-1].report
     assert report is not None and report["mode"] == "live" and report["removed_bytes"]["evict"] > 0
-    bad = CliRunner().invoke(cli, ["compress", "--db", str(db), "--budget", "0.5", "--neighbours", "0"], obj=backends)
+    bad = compress_cli(tmp_path, "--budget", "0.5", "--neighbours", "0")
     assert bad.exit_code == 2 and "--neighbours" in bad.output
-    assert json.loads(json.dumps(report))  # stored as JSON
 
 
 def test_a_merge_that_cannot_free_enough_is_never_written(tmp_path):
