@@ -161,6 +161,7 @@ class Upkeep:
         store.before_close.append(self._store_closing)
         if self.background:
             store.add_guards.append(self._adding)
+            store.search_guards.append(self._adding)
             # The worker's commits copy the write-ahead log into the file; the caller's adds never do.
             self._checkpoint_saved = int(store.pragma("wal_autocheckpoint"))
             store.pragma("wal_autocheckpoint", 0)
@@ -200,6 +201,8 @@ class Upkeep:
             store.before_close.remove(self._store_closing)
         while self._adding in store.add_guards:
             store.add_guards.remove(self._adding)
+        while self._adding in store.search_guards:
+            store.search_guards.remove(self._adding)
         if self._checkpoint_saved is not None:
             try:
                 store.pragma("wal_autocheckpoint", self._checkpoint_saved)
@@ -259,7 +262,8 @@ class Upkeep:
 
     @contextmanager
     def _adding(self, store: MemoryStore) -> Iterator[None]:
-        """Around every add on the caller's store: the worker steps aside (see UpkeepWorker.step_done)."""
+        """Around every add and search on the caller's store: the worker steps aside (see
+        UpkeepWorker.step_done)."""
         worker = self._worker
         if worker is None:
             yield

@@ -9,9 +9,9 @@ and an add never runs inside a pass's transaction.
 
 Two things keep adds fast while it works. The caller's adds never wait behind a group of
 decisions: the worker commits every decision on its own. And they do not share the
-interpreter with it: while an add runs on the caller's store the worker parks at its next
-step (:meth:`UpkeepWorker.step_done`, after every committed decision and embedding batch),
-so the add is not slowed by a thread that competes for the interpreter lock.
+interpreter with it: while an add or a search runs on the caller's store the worker parks at its
+next step (:meth:`UpkeepWorker.step_done`, after every committed decision and embedding batch),
+so neither is slowed by a thread that competes for the interpreter lock.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class UpkeepWorker(threading.Thread):
         self.busy = False
         #: Waiting for another compression to release the store: an add does not wait for that.
         self.locked_out = False
-        #: Adds in progress on the caller's store: the worker parks at its next step meanwhile.
+        #: Adds and searches in progress on the caller's store: the worker parks at its next step meanwhile.
         self.adding = 0
         #: Set by close(): the worker stops at its next step.
         self.stopping = False

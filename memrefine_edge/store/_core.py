@@ -202,6 +202,9 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
         #: Called with the store when an add begins; each returns a context manager left when that add
         #: ends, committed or not (the engine's Upkeep: its worker steps aside while an add runs).
         self.add_guards: list[Callable[["MemoryStore"], AbstractContextManager[object]]] = []
+        #: The same around every :meth:`search` (the engine's Upkeep: its worker steps aside while the
+        #: caller searches, so a search does not share the cores and the interpreter with a pass).
+        self.search_guards: list[Callable[["MemoryStore"], AbstractContextManager[object]]] = []
         #: Called with the store when :meth:`close` begins, before the file is closed (the engine's
         #: Upkeep stops its worker there).
         self.before_close: list[Callable[["MemoryStore"], object]] = []

@@ -11,7 +11,7 @@ search results move (rank agreement against float32).
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,6 +43,7 @@ class VectorsMixin:
         _lock: Any
         _in_tx: bool
         _search_index: SearchIndex | None
+        search_guards: list[Any]
 
         def atomic(self) -> AbstractContextManager[None]: ...
         def _read_snapshot(self) -> AbstractContextManager[None]: ...
@@ -245,6 +246,13 @@ class VectorsMixin:
         """
         if k < 1:
             raise ValueError("k must be at least 1")
+        with ExitStack() as guards:
+            for guard in list(self.search_guards):
+                guards.enter_context(guard(self))
+            return self._search(query, k, encoder)
+
+    def _search(self, query: str, k: int, encoder: "Encoder") -> list[tuple[Entry, float]]:
+        """The work of :meth:`search`."""
         vector = np.asarray(encoder.embed([query])[0], dtype=np.float32)
         with self._lock:
             if not self.read_only and not self._in_tx and self._feed_lost(encoder.model_id):

@@ -503,3 +503,43 @@ def test_a_standing_budget_recorded_unreadably_never_fails_an_add(tmp_path):
             assert upkeep.wait_idle()
         assert added.id == "x" and "x" in store and upkeep.restarts == 0
         assert "unreadable" in str(upkeep.error) and upkeep_threads()  # kept, said; the worker lives on
+
+
+def test_the_worker_steps_aside_while_the_caller_searches(tmp_path):
+    decided: list[int] = []
+
+    def slow_decision() -> None:  # a pass long enough to search in the middle of it
+        decided.append(threading.get_ident())
+        time.sleep(0.002)
+
+    during: list[int] = []
+
+    class ProbeEncoder(HashEncoder):
+        """The search's encoder (the same vectors): holds the search open for a while and counts the
+        worker's decisions meanwhile."""
+
+        def embed(self, texts):
+            if texts == ["probe"]:
+                before = len(decided)
+                time.sleep(0.3)
+                during.append(len(decided) - before)
+            return super().embed(texts)
+
+    entries = memories(300, seed=3)
+    with MemoryStore(tmp_path / "u.db") as store:
+        store.add_many(entries[:20])
+        high = store.json_bytes()
+        method = ScriptedMethod(policy="preserve", on_decide=slow_decision)
+        upkeep = Upkeep(compressor(store, method, mode="live"), high_bytes=high, low_bytes=high // 2,
+                        max_lag_bytes=100 * high).install()
+        store.add_many(entries[20:])
+        deadline = time.monotonic() + 60
+        while len(decided) < 20 and time.monotonic() < deadline:  # the pass is under way
+            time.sleep(0.01)
+        assert len(decided) >= 20 and not upkeep.wait_idle(timeout=0)
+        hits = store.search("probe", k=3, encoder=ProbeEncoder())
+        assert len(hits) == 3
+        # at most the decision in progress when the search began was finished while it ran
+        assert during == [during[0]] and during[0] <= 1
+        assert upkeep.wait_idle() and store.json_bytes() <= high  # and the pass went on afterwards
+        assert threading.get_ident() not in decided
