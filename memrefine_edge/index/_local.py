@@ -17,13 +17,17 @@ an interrupted run resumes exactly.
 
 Scores follow :class:`PairQueue`'s contract: a pair's score is :func:`pair_scores` of the two
 float32 rows (exact products, one fixed summation tree), so it does not depend on the block or
-side that computed it; BLAS only screens candidates, keeping every partner within twice its error
-bound of the k-th, which are then re-scored exactly. Neighbours are ranked by (score, earlier
-partner first); among equal scores the earlier pair (by insertion order of its ends) pops first.
+side that computed it; a screen only picks candidates, keeping every partner whose score may
+reach the k-th, which are then re-scored exactly. Many rows at once (a pass's first scan) are
+screened with BLAS on decoded rows (a bound of twice the float32 error); the few rows a removal
+makes stale, against the store's int8 codes, without decoding them: exact int32 products against
+the query written as two int8 vectors (the bound of :func:`~memrefine_edge.index.screen_bounds`).
+Neighbours are ranked by (score, earlier partner first); among equal scores the earlier pair (by
+insertion order of its ends) pops first.
 
-Cost: a scan of a row is one O(n·d) pass over the live rows (int8 rows decoded a block at a
-time), done for each changed entry once and again when one of its neighbours leaves or a closer
-entry arrives; ``pop`` is O(log n) amortised.
+Cost: a scan of a row is one O(n·d) pass over the live rows (a block at a time), done for each
+changed entry once and again when one of its neighbours leaves or a closer entry arrives;
+``pop`` is O(log n) amortised.
 """
 
 from __future__ import annotations
@@ -33,12 +37,17 @@ from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
+from ._int8mm import int8_products
+from ._screen import row_norms, screen_bounds
 from ._similarity import pair_scores
 
 __all__ = ["LocalPairs"]
 
 _BLOCK_ROWS = 8192
 _SCAN_ROWS = 64  # rows scanned together: a (64, n) float32 block of screening scores
+# Up to this many rows, int8 codes are screened by integer products (2-3x faster than decoding every
+# code for one to four rows); more rows pay for the decoding and take BLAS (2x faster at 64 rows).
+_INT8_SCREEN_ROWS = 8
 # A float32 dot product of d terms errs by at most d * 2**-24 * |a| * |b|, whatever the summation order.
 _EPS32 = 2.0**-24
 
@@ -77,11 +86,13 @@ class LocalPairs:
                 raise ValueError(f"scales must be {len(ids)} finite floats")
             self._x = np.array(arr, dtype=np.int8, copy=True)
             self._sc: np.ndarray | None = sc.copy()
+            self._l1, self._l2 = row_norms(self._x, self._sc)
         else:
             self._x = np.array(arr, dtype=np.float32, copy=True)
             if not np.isfinite(self._x).all():
                 raise ValueError("vectors must be finite")
             self._sc = None
+            self._l1 = self._l2 = np.zeros(0, dtype=np.float32)
         self._n = len(ids)
         self._d = arr.shape[1]
         self._ids: list[Hashable] = list(ids)
@@ -174,14 +185,17 @@ class LocalPairs:
             grown[: self._n] = self._x[: self._n]
             self._x = grown
             if self._sc is not None:
-                sc = np.zeros(cap, dtype=np.float32)
-                sc[: self._n] = self._sc[: self._n]
-                self._sc = sc
+                sc, l1, l2 = (np.zeros(cap, dtype=np.float32) for _ in range(3))
+                sc[: self._n], l1[: self._n], l2[: self._n] = self._sc[: self._n], self._l1[: self._n], \
+                    self._l2[: self._n]
+                self._sc, self._l1, self._l2 = sc, l1, l2
             self._alive = np.concatenate([self._alive, np.zeros(cap - self._alive.shape[0], dtype=bool)])
         idx = self._n
         self._x[idx] = row[0]
         if self._sc is not None:
             self._sc[idx] = np.float32(scale)
+            l1, l2 = row_norms(self._x[idx:idx + 1], self._sc[idx:idx + 1])
+            self._l1[idx], self._l2[idx] = l1[0], l2[0]
         self._n += 1
         self._alive[idx] = True
         self._ids.append(entry_id)
@@ -255,6 +269,28 @@ class LocalPairs:
                 self._norm_max = max(self._norm_max, float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
         return self._norm_max
 
+    def _screen(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's approximate score against each of ``q``'s rows, ``(len(q), n)``, and the bound of its
+        error: ``(len(q), 1)`` (the same for every row) or ``(len(q), n)``."""
+        n = self._n
+        if self._sc is None or q.shape[0] > _INT8_SCREEN_ROWS:  # BLAS on float rows, within twice its error
+            sims = np.empty((q.shape[0], n), dtype=np.float32)
+            for lo in range(0, n, _BLOCK_ROWS):
+                hi = min(n, lo + _BLOCK_ROWS)
+                sims[:, lo:hi] = q @ self._decoded(lo, hi).T
+            qn = np.linalg.norm(q.astype(np.float64), axis=1)
+            return sims, (2.0 * self._d * _EPS32 * qn * self._max_norm()).astype(np.float32)[:, None]
+        # A few rows against int8 codes: exact integer products, the codes never decoded.
+        approx = np.empty((q.shape[0], n), dtype=np.float32)
+        margin = np.empty((q.shape[0], n), dtype=np.float32)
+        for lo in range(0, n, _BLOCK_ROWS):
+            hi = min(n, lo + _BLOCK_ROWS)
+            lo_b, up_b = screen_bounds(self._x[lo:hi], self._sc[lo:hi], self._l1[lo:hi], self._l2[lo:hi], q,
+                                       products=int8_products)
+            margin[:, lo:hi] = (up_b - lo_b) / 2
+            approx[:, lo:hi] = lo_b + margin[:, lo:hi]
+        return approx, margin
+
     def _scan(self, rows: Sequence[int]) -> None:
         """Set each row's neighbours to its ``k`` nearest live partners now (exact keys, BLAS screened) and
         queue the pairs new to its list."""
@@ -263,26 +299,21 @@ class LocalPairs:
             return
         q = self._rows(rows)
         n = self._n
-        sims = np.empty((len(rows), n), dtype=np.float32)
-        for lo in range(0, n, _BLOCK_ROWS):
-            hi = min(n, lo + _BLOCK_ROWS)
-            sims[:, lo:hi] = q @ self._decoded(lo, hi).T
-        sims[:, ~self._alive[:n]] = -np.inf
-        sims[np.arange(len(rows)), rows] = -np.inf
-        qn = np.linalg.norm(q.astype(np.float64), axis=1)
-        xmax = self._max_norm()
+        approx, margins = self._screen(q)
+        approx[:, ~self._alive[:n]] = -np.inf
+        approx[np.arange(len(rows)), rows] = -np.inf
         for j, a in enumerate(rows):
             for p in self._lists.pop(a, {}):
                 self._listed_by.get(p, set()).discard(a)
             self._kth.pop(a, None)
-            row = sims[j]
+            row, margin = approx[j], margins[j]
             live = int(np.isfinite(row).sum())
             if live == 0:
                 continue
             kk = min(self.k, live)
-            kth = np.partition(row, -kk)[-kk]
-            margin = 2.0 * self._d * _EPS32 * float(qn[j]) * xmax
-            cand = np.flatnonzero(row >= kth - 2.0 * margin)
+            lower = row - margin
+            kth = np.partition(lower, -kk)[-kk]  # the k-th best lower bound: the top k is at or above it
+            cand = np.flatnonzero(row + margin >= kth)
             exact = pair_scores(np.repeat(q[j:j + 1], cand.size, axis=0), self._rows(cand))
             order = np.lexsort((cand, -exact))[:kk]  # best first; among equal scores the earlier partner
             chosen = {int(c): float(s) for c, s in zip(cand[order], exact[order], strict=True)}

@@ -15,10 +15,7 @@ gives, ties by insertion order), found in two steps:
 
 1. A screen over every row with exact int32 products against the query written as two int8
    vectors (a coarse one and its remainder), which gives each row's score to within a
-   bound that is computed, not guessed: the query's remainder after the two int8 vectors
-   against the row's L1 and L2 norms (Hoelder and Cauchy-Schwarz, the smaller), plus the
-   float32 rounding of a dot product of ``d`` terms (``(d + 8) * 2**-22`` of ``|row| |query|``,
-   twice the worst case) and of the screen's own float32 arithmetic (``2**-16`` of it).
+   bound that is computed, not guessed (:func:`memrefine_edge.index.screen_bounds`).
 2. The rows whose upper bound reaches the ``k``-th best lower bound (the top ``k`` is
    among them) are scored again exactly, as a scan would score them.
 
@@ -29,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memrefine_edge.index import int8_products
+from memrefine_edge.index import int8_products, row_norms, screen_bounds
 
 from ._embedding import EMBEDDING_TAG, HEADER_BYTES, decode_embedding
 
@@ -147,10 +144,9 @@ class SearchIndex:
             self._exact[row] = exact  # type: ignore[assignment]
         else:
             np.bitwise_xor(codes.view(np.uint8), np.uint8(0x80), out=self._u8[row])
-            wide = codes.astype(np.float64)
             self._scales[row] = scale
-            self._l1[row] = float(scale) * float(np.abs(wide).sum())
-            self._l2[row] = float(scale) * float(np.sqrt(wide @ wide))
+            l1, l2 = row_norms(codes[None, :], np.array([scale], dtype=np.float32))
+            self._l1[row], self._l2[row] = l1[0], l2[0]
             self._exact.pop(row, None)
 
     def _grow(self) -> None:
@@ -198,22 +194,10 @@ class SearchIndex:
         live = self._live[:n]
         if len(self._row) < SCREEN_ROWS:
             return np.flatnonzero(live)
-        q64 = q.astype(np.float64)
-        coarse, c_scale = _int8(q64)
-        fine, f_scale = _int8(q64 - coarse.astype(np.float64) * c_scale)
-        rest = q64 - coarse.astype(np.float64) * c_scale - fine.astype(np.float64) * f_scale
         # One thread: the product reads every row once and is bound by memory, not by arithmetic.
-        ints = int8_products(self._u8[:n], np.stack([coarse, fine]), threads=1)
-        # In float32 (half the memory traffic of float64): the sums are exact in float32 (|sum| <=
-        # 127 * 127 * d < 2**24), and each of the few roundings after is far inside the slack.
-        approx = ints.astype(np.float32) @ np.array([c_scale, f_scale], dtype=np.float32)
-        approx *= self._scales[:n]
-        l1, l2 = self._l1[:n], self._l2[:n]
-        margin = np.minimum(l1 * np.float32(np.abs(rest).max()), l2 * np.float32(np.sqrt(rest @ rest)))
-        margin += l2 * np.float32(float(np.sqrt(q64 @ q64)) * ((self._dim + 8) * 2.0 ** -22 + 2.0 ** -16))
-        lower = approx - margin
-        upper = approx
-        upper += margin
+        lower2, upper2 = screen_bounds(self._u8[:n], self._scales[:n], self._l1[:n], self._l2[:n], q,
+                                       products=lambda a, b: int8_products(a, b, threads=1))
+        lower, upper = lower2[0], upper2[0]
         if len(self._row) < n:
             lower[~live] = upper[~live] = -np.inf
         if self._exact:  # rows the screen cannot score: always scored exactly, never a bound
@@ -236,11 +220,3 @@ class SearchIndex:
         # numpy's single-threaded loop: BLAS sgemv's threads stall on shared cores.
         return np.einsum("ij,j->i", vecs, q)
 
-
-def _int8(v: np.ndarray) -> tuple[np.ndarray, float]:
-    """``v`` as int8 codes and one scale (``codes * scale`` is within ``scale / 2`` of ``v``)."""
-    top = float(np.abs(v).max())
-    if top == 0:
-        return np.zeros(v.shape, dtype=np.int8), 0.0
-    scale = top / 127
-    return np.clip(np.rint(v / scale), -127, 127).astype(np.int8), scale

@@ -72,6 +72,33 @@ def test_property_matches_naive_on_int8_codes(n, k, seed, share):
     assert got == reference(ids, rows, changed, k)
 
 
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 50), k=st.integers(1, 6), seed=st.integers(0, 10_000), dups=st.integers(0, 20))
+def test_property_matches_naive_on_int8_codes_with_ties(n, k, seed, dups):
+    # Rows repeated exactly (equal scores) and nearly (scores within the screen's bound) at the store's width.
+    rng = np.random.default_rng(seed)
+    vecs = rng.normal(size=(n, 384)).astype(np.float32)
+    for _ in range(dups):
+        i, j = rng.integers(0, n, size=2)
+        vecs[i] = vecs[j] + (rng.normal(size=384).astype(np.float32) * 1e-4 if rng.random() < 0.5 else 0)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    codes, scales = zip(*(quantize_embedding(v) for v in vecs), strict=True)
+    codes, scales = np.stack(codes), np.array(scales, dtype=np.float32)
+    ids = list(range(n))
+    # few changed entries: their scans screen the int8 codes by integer products (many take BLAS)
+    changed = sorted(int(i) for i in rng.choice(n, size=min(n, int(rng.integers(1, 9))), replace=False))
+    rows = codes.astype(np.float32) * scales[:, None]
+    q = LocalPairs(ids, codes, scales=scales, k=k, changed=changed)
+    first = q.pop()
+    assert first == reference(ids, rows, changed, k)[0]
+    # a removal: the changed entries that listed it scan again, a few rows at a time
+    gone = int(rng.integers(0, n))
+    if first is not None and gone not in first[:2] and n > 2:
+        q.remove(gone)
+        left = [c for c in changed if c != gone]
+        assert drain(q) == reference(ids, rows, left, k, [first[:2]], dead={gone})
+
+
 def test_adds_are_changed_and_removals_bring_the_next_neighbour():
     x = make_data("gauss", 30, 12, seed=3)
     ids = [f"e{i}" for i in range(30)]
