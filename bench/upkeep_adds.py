@@ -40,10 +40,11 @@ MODES = ("none", "worker", "inline")
 
 
 def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))], 3)
+    """The ``q``-th percentile as the streaming evaluation and ``bench/upkeep.py`` take it (nearest rank)."""
+    from memrefine_edge.eval import percentile
+
+    value = percentile(values, q)
+    return None if value is None else round(value, 3)
 
 
 def child(spec: dict) -> dict:
