@@ -340,7 +340,8 @@ class Compressor:
             stop = self._loop(state)
         release_free_memory()  # what the run's queue left in the allocator (see memrefine_edge.core._memory)
         llm_calls = self.method.llm_calls - llm_calls_before
-        report = self._report(plan, state, stop, actions, sources, llm_calls, clock)
+        removed = journal.removed_bytes(run_id)  # the run's decisions are all made: read once
+        report = self._report(plan, state, stop, actions, sources, llm_calls, clock, removed)
         if not stop.resumable:  # a run stopped by max_decisions stays resumable
             journal.finish_run(run_id, report.as_dict())
             # Deletes and merges left pages part-empty: pack the file when that pays (MemoryStore.compact).
@@ -353,7 +354,7 @@ class Compressor:
             # report of another length can move the file across a page: measure again until it holds still.
             for _ in range(4):
                 written = report
-                report = self._report(plan, state, stop, actions, sources, llm_calls, clock)
+                report = self._report(plan, state, stop, actions, sources, llm_calls, clock, removed)
                 journal.finish_run(run_id, report.as_dict())
                 if report.after == written.after:
                     break
@@ -414,8 +415,10 @@ class Compressor:
                 "file_bytes": store.file_bytes()}
 
     def _report(self, plan: RunPlan, run: RunState | None, stop: StopReason, actions: Counter[str],
-                sources: Counter[str], llm_calls: int, clock: dict[str, float]) -> CompressionReport:
-        """The report of ``plan``'s run (``run``: its state in this session; None when no run was recorded)."""
+                sources: Counter[str], llm_calls: int, clock: dict[str, float],
+                removed: dict[str, int] | None = None) -> CompressionReport:
+        """The report of ``plan``'s run (``run``: its state in this session; None when no run was recorded;
+        ``removed``: the bytes its decisions removed, by action)."""
         after = self._sizes()
         outsiders = run.outsiders.bytes() if run is not None else 0
         return CompressionReport(
@@ -428,7 +431,7 @@ class Compressor:
             added_during_run={"entries": len(run.outsiders.sizes), "bytes": outsiders} if run is not None else {},
             deferred_taken=run.deferred_taken if run is not None else 0,
             judged_through_seq=self._judged_mark(plan, run, stop),
-            removed_bytes=self.store.journal.removed_bytes(plan.run_id) if plan.run_id is not None else {},
+            removed_bytes=dict(removed or {}),
         )
 
     def _judged_mark(self, plan: RunPlan, run: RunState | None, stop: StopReason) -> int | None:

@@ -21,7 +21,7 @@ side that computed it; a screen only picks candidates, keeping every partner who
 reach the k-th, which are then re-scored exactly. Many rows at once (a pass's first scan) are
 screened with BLAS on decoded rows (a bound of twice the float32 error); the few rows a removal
 makes stale, against the store's int8 codes, without decoding them: exact int32 products against
-the query written as two int8 vectors (the bound of :func:`~memrefine_edge.index.screen_bounds`).
+the query written as two int8 vectors (the bound of :func:`~memrefine_edge.index.screen_scores`).
 Neighbours are ranked by (score, earlier partner first); among equal scores the earlier pair (by
 insertion order of its ends) pops first.
 
@@ -38,7 +38,7 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 
 from ._int8mm import int8_products
-from ._screen import row_norms, screen_bounds
+from ._screen import row_norms, screen_scores
 from ._similarity import pair_scores
 
 __all__ = ["LocalPairs"]
@@ -285,14 +285,12 @@ class LocalPairs:
         margin = np.empty((q.shape[0], n), dtype=np.float32)
         for lo in range(0, n, _BLOCK_ROWS):
             hi = min(n, lo + _BLOCK_ROWS)
-            lo_b, up_b = screen_bounds(self._x[lo:hi], self._sc[lo:hi], self._l1[lo:hi], self._l2[lo:hi], q,
-                                       products=int8_products)
-            margin[:, lo:hi] = (up_b - lo_b) / 2
-            approx[:, lo:hi] = lo_b + margin[:, lo:hi]
+            approx[:, lo:hi], margin[:, lo:hi] = screen_scores(self._x[lo:hi], self._sc[lo:hi], self._l1[lo:hi],
+                                                               self._l2[lo:hi], q, products=int8_products)
         return approx, margin
 
     def _scan(self, rows: Sequence[int]) -> None:
-        """Set each row's neighbours to its ``k`` nearest live partners now (exact keys, BLAS screened) and
+        """Set each row's neighbours to its ``k`` nearest live partners now (screened, then exact keys) and
         queue the pairs new to its list."""
         rows = [r for r in rows if self._alive[r]]
         if not rows:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["quantize_query", "row_norms", "screen_bounds"]
+__all__ = ["quantize_query", "row_norms", "screen_scores"]
 
 
 def quantize_query(v: np.ndarray) -> tuple[np.ndarray, float]:
@@ -40,10 +40,11 @@ def row_norms(codes: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.nda
     return l1.astype(np.float32), l2.astype(np.float32)
 
 
-def screen_bounds(codes: np.ndarray, scales: np.ndarray, l1: np.ndarray, l2: np.ndarray, queries: np.ndarray, *,
+def screen_scores(codes: np.ndarray, scales: np.ndarray, l1: np.ndarray, l2: np.ndarray, queries: np.ndarray, *,
                   products: Callable[..., np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper bounds ``(len(queries), len(codes))`` of the exact float32 score of each int8 row
-    (``codes`` with ``scales``, norms ``l1``/``l2`` from :func:`row_norms`) against each float query row.
+    """The approximate score of each int8 row (``codes`` with ``scales``, norms ``l1``/``l2`` from
+    :func:`row_norms`) against each float query row, and the bound of its error: two float32 arrays
+    ``(len(queries), len(codes))``; the exact float32 score is within ``approx +- margin``.
 
     ``products(a, b)`` is ``a @ b.T`` as exact int32 for int8 ``a`` and ``b``
     (:func:`~memrefine_edge.index.int8_products`)."""
@@ -69,4 +70,4 @@ def screen_bounds(codes: np.ndarray, scales: np.ndarray, l1: np.ndarray, l2: np.
     qn = np.sqrt(np.einsum("ij,ij->i", q64, q64)).astype(np.float32)
     margin = np.minimum(l1[:, None] * rest_max, l2[:, None] * rest_l2)
     margin += l2[:, None] * (qn * np.float32((d + 8) * 2.0 ** -22 + 2.0 ** -16))
-    return (approx - margin).T, (approx + margin).T
+    return approx.T, margin.T

@@ -327,8 +327,8 @@ class RunJournal:
         """The bytes (in the run's metric) ``run_id``'s audited decisions removed, by action: ``delete``
         (deferred deletes included), ``merge`` and ``evict``; an action it never took is absent."""
         rows = self._db.conn.execute(
-            "SELECT action, SUM(size_before - size_after) FROM decisions WHERE run_id = ? GROUP BY action"
-            " ORDER BY action", (self.run(run_id).run_id,)).fetchall()
+            "SELECT s.text, SUM(d.size_before - d.size_after) FROM audit d JOIN strings s ON s.num = d.action"
+            " WHERE d.run = ? GROUP BY s.text ORDER BY s.text", (self._run_num(run_id),)).fetchall()
         return {str(action): int(n or 0) for action, n in rows}
 
     def preserved_pairs(self) -> list[tuple[str, str]]:

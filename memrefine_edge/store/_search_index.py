@@ -15,7 +15,7 @@ gives, ties by insertion order), found in two steps:
 
 1. A screen over every row with exact int32 products against the query written as two int8
    vectors (a coarse one and its remainder), which gives each row's score to within a
-   bound that is computed, not guessed (:func:`memrefine_edge.index.screen_bounds`).
+   bound that is computed, not guessed (:func:`memrefine_edge.index.screen_scores`).
 2. The rows whose upper bound reaches the ``k``-th best lower bound (the top ``k`` is
    among them) are scored again exactly, as a scan would score them.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memrefine_edge.index import int8_products, row_norms, screen_bounds
+from memrefine_edge.index import int8_products, row_norms, screen_scores
 
 from ._embedding import EMBEDDING_TAG, HEADER_BYTES, decode_embedding
 
@@ -195,9 +195,9 @@ class SearchIndex:
         if len(self._row) < SCREEN_ROWS:
             return np.flatnonzero(live)
         # One thread: the product reads every row once and is bound by memory, not by arithmetic.
-        lower2, upper2 = screen_bounds(self._u8[:n], self._scales[:n], self._l1[:n], self._l2[:n], q,
+        approx, margin = screen_scores(self._u8[:n], self._scales[:n], self._l1[:n], self._l2[:n], q,
                                        products=lambda a, b: int8_products(a, b, threads=1))
-        lower, upper = lower2[0], upper2[0]
+        lower, upper = approx[0] - margin[0], approx[0] + margin[0]
         if len(self._row) < n:
             lower[~live] = upper[~live] = -np.inf
         if self._exact:  # rows the screen cannot score: always scored exactly, never a bound
