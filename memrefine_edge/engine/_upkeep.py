@@ -160,8 +160,8 @@ class Upkeep:
         store.after_add.append(self)
         store.before_close.append(self._store_closing)
         if self.background:
-            store.add_guards.append(self._adding)
-            store.search_guards.append(self._adding)
+            store.add_guards.append(self._caller_busy)
+            store.search_guards.append(self._caller_busy)
             # The worker's commits copy the write-ahead log into the file; the caller's adds never do.
             self._checkpoint_saved = int(store.pragma("wal_autocheckpoint"))
             store.pragma("wal_autocheckpoint", 0)
@@ -199,10 +199,10 @@ class Upkeep:
             store.after_add.remove(self)
         while self._store_closing in store.before_close:
             store.before_close.remove(self._store_closing)
-        while self._adding in store.add_guards:
-            store.add_guards.remove(self._adding)
-        while self._adding in store.search_guards:
-            store.search_guards.remove(self._adding)
+        while self._caller_busy in store.add_guards:
+            store.add_guards.remove(self._caller_busy)
+        while self._caller_busy in store.search_guards:
+            store.search_guards.remove(self._caller_busy)
         if self._checkpoint_saved is not None:
             try:
                 store.pragma("wal_autocheckpoint", self._checkpoint_saved)
@@ -261,7 +261,7 @@ class Upkeep:
         return None
 
     @contextmanager
-    def _adding(self, store: MemoryStore) -> Iterator[None]:
+    def _caller_busy(self, store: MemoryStore) -> Iterator[None]:
         """Around every add and search on the caller's store: the worker steps aside (see
         UpkeepWorker.step_done)."""
         worker = self._worker
@@ -269,13 +269,13 @@ class Upkeep:
             yield
             return
         with self._cond:
-            worker.adding += 1
+            worker.caller_busy += 1
         try:
             yield
         finally:
             with self._cond:
-                worker.adding -= 1
-                if not worker.adding:
+                worker.caller_busy -= 1
+                if not worker.caller_busy:
                     self._cond.notify_all()
 
     def _hold_lag(self, store: MemoryStore) -> None:

@@ -85,7 +85,7 @@ class UpkeepWorker(threading.Thread):
         #: Waiting for another compression to release the store: an add does not wait for that.
         self.locked_out = False
         #: Adds and searches in progress on the caller's store: the worker parks at its next step meanwhile.
-        self.adding = 0
+        self.caller_busy = 0
         #: Set by close(): the worker stops at its next step.
         self.stopping = False
         #: The error that ended this thread outside a pass (the next add starts a new one), or None.
@@ -162,7 +162,7 @@ class UpkeepWorker(threading.Thread):
             if self.watch and self._store is not None and \
                     self._store.running_size(self.upkeep.compressor.metric) <= max(self.watch):
                 self.cond.notify_all()
-            while self.adding and not self.stopping:
+            while self.caller_busy and not self.stopping:
                 self.cond.wait()
             if self.stopping:
                 raise Stopped
