@@ -285,9 +285,9 @@ class RunJournal:
             " created_ids, removed_ids, size_before, size_after, latency_ms, at FROM decisions"
         )
         args: tuple[Any, ...] = ()
-        if run_id is not None:
-            sql += " WHERE run_id = ?"
-            args = (self.run(run_id).run_id,)
+        if run_id is not None:  # the run's rows are one range of the audit log's key (migration 0013)
+            sql += " WHERE rowid BETWEEN ? AND ?"
+            args = _run_keys(self._run_num(self.run(run_id).run_id))
         rows = self._db.conn.execute(sql + " ORDER BY rowid", args).fetchall()
         return [
             DecisionRecord(run_id=r[0], step=r[1], a_id=r[2], b_id=r[3], similarity=r[4], action=r[5], target=r[6],
@@ -328,7 +328,7 @@ class RunJournal:
         (deferred deletes included), ``merge`` and ``evict``; an action it never took is absent."""
         rows = self._db.conn.execute(
             "SELECT s.text, SUM(d.size_before - d.size_after) FROM audit d JOIN strings s ON s.num = d.action"
-            " WHERE d.run = ? GROUP BY s.text ORDER BY s.text", (self._run_num(run_id),)).fetchall()
+            " WHERE d.k BETWEEN ? AND ? GROUP BY s.text ORDER BY s.text", _run_keys(self._run_num(run_id))).fetchall()
         return {str(action): int(n or 0) for action, n in rows}
 
     def preserved_pairs(self) -> list[tuple[str, str]]:
@@ -427,11 +427,11 @@ class RunJournal:
         made = created[0] if len(created) == 1 else None
         removed = list(effect.removed)
         conn.execute(
-            "INSERT INTO audit (run, step, a, b, similarity, action, target, made, source, reason, merge_instruction,"
+            "INSERT INTO audit (k, a, b, similarity, action, target, made, source, reason, merge_instruction,"
             " size_before, size_after, latency_us, at, removed_ids, created_ids)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                self._run_num(run_id), step, s(pair[0]), s(pair[1]), pair[2], s(action), s(target), s(made),
+                _audit_key(self._run_num(run_id), step), s(pair[0]), s(pair[1]), pair[2], s(action), s(target), s(made),
                 s(source), pack_text(reason), pack_text(merge_instruction), effect.size_before,
                 self._store.running_size(metric), round(float(latency_ms) * 1000), int(time.time()),
                 None if removed == _implied_removed(action, pair[0], pair[1], target) else json.dumps(removed),
@@ -629,7 +629,8 @@ class RunJournal:
             keep_num = self._run_num(keep) if keep else -1
             conn.execute("DELETE FROM removals WHERE k / ? != ?", (_RUN_SPAN, keep_num))
             conn.execute("UPDATE audit SET reason = NULL, merge_instruction = NULL"
-                         " WHERE run != ? AND (reason IS NOT NULL OR merge_instruction IS NOT NULL)", (keep_num,))
+                         " WHERE k / ? != ? AND (reason IS NOT NULL OR merge_instruction IS NOT NULL)",
+                         (_RUN_SPAN, keep_num))
             # Pairs naming an entry that is neither live nor in the history left: never proposed again.
             kept = "(SELECT seq FROM entries UNION ALL SELECT seq FROM removals)"
             conn.execute(f"DELETE FROM preserves WHERE a NOT IN {kept} OR b NOT IN {kept}")
@@ -670,6 +671,18 @@ def _history_key(run: int, step: int, nth: int) -> int:
     if not 0 <= nth < _STEP_SLOTS or not 0 <= step < _RUN_SPAN // _STEP_SLOTS:
         raise ValueError(f"step {step} (entry {nth}) is outside what the undo history can key")
     return run * _RUN_SPAN + step * _STEP_SLOTS + nth
+
+
+def _audit_key(run: int, step: int) -> int:
+    """The audit log's key of a decision (migration 0013): its run's number and its step in one integer."""
+    if not 0 <= step < _RUN_SPAN:
+        raise ValueError(f"step {step} is outside what the audit log can key")
+    return run * _RUN_SPAN + step
+
+
+def _run_keys(run: int) -> tuple[int, int]:
+    """The first and last key of a run's rows in the audit log."""
+    return run * _RUN_SPAN, (run + 1) * _RUN_SPAN - 1
 
 
 def _implied_removed(action: str, a_id: str | None, b_id: str | None, target: str | None) -> list[str]:

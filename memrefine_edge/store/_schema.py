@@ -495,6 +495,64 @@ MIGRATIONS: list[Migration] = [
             ON entries BEGIN {_feed("NEW")} END;
         """,
     ),
+    Migration(
+        "0013_audit_rowid",
+        """
+        -- The audit log as a rowid table keyed as the undo history is: k = runs.num * 2^32 + step.
+        -- As a WITHOUT ROWID table (0006) a row holds at most about a fifth of a page before its
+        -- tail moves to an overflow page of its own: at 512-byte pages an eviction row of ~130
+        -- bytes took a whole second page, three quarters of the log's pages empty. A rowid table
+        -- keeps rows of up to nearly a page inline. Columns and meaning are those of 0006, with
+        -- run and step read from k; the `decisions` view reads as before.
+        CREATE TABLE audit_0013 (
+            k INTEGER PRIMARY KEY,              -- runs.num * 4294967296 + step
+            a INTEGER,
+            b INTEGER,
+            similarity REAL,
+            action INTEGER NOT NULL,
+            target INTEGER,
+            made INTEGER,
+            source INTEGER NOT NULL,
+            reason,
+            merge_instruction,
+            size_before INTEGER NOT NULL,
+            size_after INTEGER NOT NULL,
+            latency_us INTEGER NOT NULL DEFAULT 0,
+            at,
+            removed_ids TEXT,
+            created_ids TEXT
+        );
+        INSERT INTO audit_0013 (k, a, b, similarity, action, target, made, source, reason, merge_instruction,
+                                size_before, size_after, latency_us, at, removed_ids, created_ids)
+            SELECT run * 4294967296 + step, a, b, similarity, action, target, made, source, reason,
+                   merge_instruction, size_before, size_after, latency_us, at, removed_ids, created_ids
+            FROM audit ORDER BY run, step;
+        DROP VIEW decisions;
+        DROP TABLE audit;
+        ALTER TABLE audit_0013 RENAME TO audit;
+        CREATE VIEW decisions AS
+            SELECT d.k AS rowid, r.run_id AS run_id, d.k % 4294967296 AS step, sa.text AS a_id,
+                   sb.text AS b_id, d.similarity AS similarity, sact.text AS action, st.text AS target,
+                   ssrc.text AS source, COALESCE(d.reason, '') AS reason,
+                   COALESCE(d.merge_instruction, '') AS merge_instruction,
+                   COALESCE(d.created_ids, CASE WHEN d.made IS NULL THEN '[]' ELSE json_array(sm.text) END)
+                       AS created_ids,
+                   COALESCE(d.removed_ids, CASE WHEN sact.text = 'merge' THEN json_array(sa.text, sb.text)
+                                                WHEN d.target IS NOT NULL THEN json_array(st.text)
+                                                ELSE '[]' END) AS removed_ids,
+                   d.size_before AS size_before, d.size_after AS size_after, d.latency_us / 1000.0 AS latency_ms,
+                   CASE WHEN typeof(d.at) = 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S+00:00', d.at, 'unixepoch')
+                        ELSE d.at END AS at
+            FROM audit d
+            JOIN runs r ON r.num = d.k / 4294967296
+            JOIN strings sact ON sact.num = d.action
+            JOIN strings ssrc ON ssrc.num = d.source
+            LEFT JOIN strings sa ON sa.num = d.a
+            LEFT JOIN strings sb ON sb.num = d.b
+            LEFT JOIN strings st ON st.num = d.target
+            LEFT JOIN strings sm ON sm.num = d.made;
+        """,
+    ),
 ]
 
 

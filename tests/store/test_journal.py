@@ -195,6 +195,21 @@ def test_a_decision_of_the_audit_log_is_a_compact_row(tmp_path):
         assert used / 20 < 70  # ids, action and source by number, the reason packed
 
 
+def test_audit_rows_with_long_reasons_stay_on_their_pages(tmp_path):
+    # A reason as long as an eviction's: the row must not spill into an overflow page of its own.
+    reason = ("strict budget: most redundant left (nearest 3f2b9c1e-8d7a-4e55-9a0b-2c6d1e7f8a90 at cos 0.812), "
+              "164 bytes, 3 of 7 specific words held nowhere else")
+    with make_store(tmp_path / "c.db") as store:
+        report = compressor(store, OneShot(Decision(action="delete", target="b", reason=reason,
+                                                    source="scorer"))).run(budget=0.5, max_decisions=20)
+        assert [d.reason for d in store.journal.decisions(report.run_id)] == [reason] * 20
+        conn = store._db.conn
+        overflow = conn.execute("SELECT COUNT(*) FROM dbstat WHERE name = 'audit' AND pagetype = 'overflow'")
+        assert overflow.fetchone()[0] == 0
+        pages = conn.execute("SELECT SUM(pgsize) FROM dbstat WHERE name = 'audit'").fetchone()[0]
+        assert pages / 20 < 300  # whole pages, not only their used bytes
+
+
 def test_a_preserve_writes_its_pair_of_entry_numbers_and_no_audit_row_and_no_string(tmp_path):
     reason = "scorer: preserve 0.97, merge 0.03, delete_a 0.00, delete_b 0.00"
     with make_store(tmp_path / "c.db") as store:

@@ -122,7 +122,7 @@ def test_the_audit_log_stores_what_the_action_implies_only_once(tmp_path):
     path = tmp_path / "old.db"
     _old_store(path)
     with MemoryStore(path) as store:
-        rows = store._db.conn.execute("SELECT removed_ids, created_ids, typeof(at) FROM audit ORDER BY step").fetchall()
+        rows = store._db.conn.execute("SELECT removed_ids, created_ids, typeof(at) FROM audit ORDER BY k").fetchall()
         strings = [r[0] for r in store._db.conn.execute("SELECT text FROM strings")]
     assert all(r[0] is None and r[1] is None for r in rows)  # implied by action, target, pair and made
     assert [r[2] for r in rows] == ["integer"] * 2 + ["text", "integer"]  # the preserve has no row (0011)
