@@ -119,6 +119,13 @@ class Compressor:
     A finished run ends with :meth:`MemoryStore.compact`: a VACUUM when the
     free pages and the bytes the run removed are at least a tenth of the file (``vacuum=False``: never).
 
+    ``hurry`` (live mode) is asked between the similar phase's decisions; when
+    it returns True the phase ends there: the run evicts to its target at once
+    and leaves the pairs it did not judge to the next live pass (its
+    ``judged_through_seq`` does not move). :class:`Upkeep` sets it to "an add
+    waits beyond the lag", so a pass with many new entries does not hold the
+    caller while it judges them all.
+
     Entries that another connection removes while a run goes on are skipped
     (their pairs drop out of the queue); entries added meanwhile are not part
     of the run (see :meth:`run`).
@@ -142,6 +149,7 @@ class Compressor:
         method_options: dict[str, Any] | None = None,
         vacuum: bool = True,
         commit_window_s: float = COMMIT_WINDOW_S,
+        hurry: Callable[[], bool] | None = None,
     ) -> None:
         if metric not in Metric.__members__.values():
             raise ConfigurationError(f"unknown metric {metric!r}; use one of {', '.join(Metric)}")
@@ -180,6 +188,8 @@ class Compressor:
         if not (isinstance(commit_window_s, (int, float)) and 0 <= commit_window_s <= 10):
             raise ConfigurationError(f"commit_window_s must be between 0 and 10 seconds, got {commit_window_s!r}")
         self.commit_window_s = float(commit_window_s)
+        #: Live mode: asked between the similar phase's decisions (see the class docstring).
+        self.hurry = hurry
 
     # --- budget --------------------------------------------------------------
 
@@ -336,7 +346,8 @@ class Compressor:
                              sources=sources, deferred_taken=deferred_taken, clock=clock, floor=floor, k=self.k,
                              model_id=self.encoder.model_id, commit_window_s=self.commit_window_s,
                              max_decisions=max_decisions, progress=self.progress,
-                             neighbours=self.neighbours if plan.mode is Mode.LIVE else None, changed=changed)
+                             neighbours=self.neighbours if plan.mode is Mode.LIVE else None, changed=changed,
+                             hurry=self.hurry)
             stop = self._loop(state)
         release_free_memory()  # what the run's queue left in the allocator (see memrefine_edge.core._memory)
         llm_calls = self.method.llm_calls - llm_calls_before
@@ -441,6 +452,9 @@ class Compressor:
         if run is None or plan.mode is not Mode.LIVE:
             return None
         before = self._judged_through(run.run_id)
+        if run.cut_short is not None:  # up to the first entry it left not fully judged: the next pass's
+            left = [self.store.seq_of(i) for i in run.cut_short if i in self.store]
+            return max(before, min([run.outsiders.start_seq, *(s - 1 for s in left)]))
         judged_all = run.actions["evict"] > 0 or stop.out_of_candidates or stop in (
             StopReason.BUDGET_MET_BY_DEFERRED, StopReason.BUDGET_MET_BY_EVICTION_LIVE, StopReason.NO_ENTRY_FITS)
         return max(before, run.outsiders.start_seq) if judged_all else before

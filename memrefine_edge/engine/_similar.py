@@ -1,7 +1,9 @@
 """The similar phase: the paper's loop, the most similar pair not yet judged until the budget holds.
 
 In live mode the candidates are bounded: only the pairs of the entries that changed since the
-store's last live pass with their nearest live neighbours (:class:`~memrefine_edge.index.LocalPairs`).
+store's last live pass with their nearest live neighbours (:class:`~memrefine_edge.index.LocalPairs`),
+and the phase ends early when the run's ``hurry`` says writers wait on the budget: the run then
+evicts, and the pairs it did not judge are the next pass's.
 
 The run's vectors go into a :class:`~memrefine_edge.index.PairQueue` (with
 the pairs preserved so far excluded), which proposes the most cosine-similar
@@ -52,6 +54,10 @@ def take_similar(run: RunState) -> PhaseResult:
             capped = run.capped()
             if capped:
                 stop = capped
+                break
+            if run.hurry is not None and isinstance(queue, LocalPairs) and run.hurry():
+                # Writers wait on the budget: evict now; the pairs left are the next pass's.
+                run.cut_short = [str(i) for i in queue.pending()]
                 break
             t = time.perf_counter()
             pair = queue.pop()

@@ -169,12 +169,14 @@ class UpkeepWorker(threading.Thread):
 
     def _compressor(self, store: MemoryStore) -> Compressor:
         """The upkeep's compressor, on the worker's connection: every decision commits on its own, no
-        VACUUM at a pass's end (it would hold every add for the time it rewrites the file), and
-        :meth:`step_done` after every commit (the compressor calls ``progress`` only after a commit)."""
+        VACUUM at a pass's end (it would hold every add for the time it rewrites the file), ``hurry``
+        while an add waits beyond the lag, and :meth:`step_done` after every commit (the compressor calls ``progress`` only after a commit)."""
         comp = copy.copy(self.upkeep.compressor)
         comp.store = store
         comp.commit_window_s = 0.0
         comp.vacuum = False
+        # An add waits beyond the lag: the pass evicts now and judges its remaining pairs next time.
+        comp.hurry = lambda: bool(self.watch)
         progress, embed_progress = comp.progress, comp.embed_progress
 
         def on_progress(p: Any) -> None:

@@ -142,6 +142,16 @@ class LocalPairs:
         """Whether :meth:`pop` would return a pair."""
         return self._top() is not None
 
+    def pending(self) -> list[Hashable]:
+        """The live changed entries not yet judged against all their neighbours, in insertion order: those
+        still to be scanned, and those with a listed pair not yet judged. Scans nothing."""
+        rows = {r for r in self._stale if self._alive[r]}
+        for r, partners in self._lists.items():
+            if r not in rows and self._alive[r] and any(
+                    self._alive[p] and (min(r, p), max(r, p)) not in self._judged for p in partners):
+                rows.add(r)
+        return [self._ids[r] for r in sorted(rows)]
+
     def exclude(self, a_id: Hashable, b_id: Hashable) -> None:
         """Mark a pair judged without popping it."""
         ia, ib = self._live(a_id), self._live(b_id)

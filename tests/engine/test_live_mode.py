@@ -210,3 +210,44 @@ def test_a_merge_that_cannot_free_enough_is_never_written(tmp_path):
     assert report.sources.get("saving", 0) == 3 and merger.stats["merges"] == 0
     assert report.actions["evict"] == 1 and report.budget_met
     store.close()
+
+
+def test_a_hurried_pass_evicts_at_once_and_the_next_pass_judges_what_it_left(tmp_path):
+    store = MemoryStore(tmp_path / "m.db")
+    store.add_many(distinct_facts(80))
+    method = ScriptedMethod(policy="preserve")
+    calls = []
+
+    def hurry() -> bool:  # writers start waiting after the fifth decision
+        calls.append(len(method.seen))
+        return len(method.seen) >= 5
+
+    comp = live(store, method, neighbours=3)
+    comp.hurry = hurry
+    first = comp.run(budget=0.6)
+    assert first.budget_met and first.stop is StopReason.BUDGET_MET_BY_EVICTION_LIVE
+    assert len(method.seen) == 5 and first.actions["preserve"] == 5 and first.actions["evict"] > 0
+    # The mark stops before the first entry left not fully judged: not at the run's last entry.
+    assert first.judged_through_seq is not None and first.judged_through_seq < max(store.seq_of(e.id) for e in
+                                                                                   store.entries())
+    pairs_first = {tuple(sorted(p[:2])) for p in method.seen}
+    method.seen.clear()
+    store.add(distinct_facts(1, start=500)[0])
+    second = live(store, method, neighbours=3).run(budget_bytes=store.json_bytes() - 10)
+    assert second.budget_met
+    judged_again = {tuple(sorted(p[:2])) for p in method.seen}
+    assert not judged_again & pairs_first  # no pair judged twice
+    # the entries the first pass left are judged now: more than the one newcomer's pairs
+    assert len(method.seen) > 3
+    assert second.judged_through_seq is not None and second.judged_through_seq >= store.seq_of("f00500")
+    store.close()
+
+
+def test_hurry_is_not_asked_in_paper_mode(tmp_path):
+    store = MemoryStore(tmp_path / "m.db")
+    store.add_many(distinct_facts(30))
+    comp = Compressor(store, encoder=HashEncoder(), method=ScriptedMethod(policy="preserve"),
+                      merger=ConcatMerger(), mode="paper", hurry=lambda: pytest.fail("asked in paper mode"))
+    report = comp.run(budget=0.6)
+    assert report.stop is StopReason.NO_CANDIDATE and report.actions["preserve"] == 30 * 29 // 2
+    store.close()

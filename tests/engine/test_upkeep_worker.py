@@ -154,6 +154,47 @@ def test_the_lag_bound_holds_at_every_adds_return_while_the_worker_lags(tmp_path
         assert not accounted(store, [e.id for e in entries])
 
 
+def test_a_live_pass_stops_judging_and_evicts_once_an_add_waits_beyond_the_lag(tmp_path):
+    from tests.engine.test_live_mode import distinct_facts
+
+    gate = threading.Event()
+    method = GatedMethod(gate=gate, policy="preserve")  # every pair a preserve: a long similar phase
+    entries = distinct_facts(160)
+    with MemoryStore(tmp_path / "u.db") as store:
+        store.add_many(entries[:60])
+        high = store.json_bytes()
+        upkeep = Upkeep(compressor(store, method, mode="live", neighbours=4), high_bytes=high,
+                        low_bytes=high * 3 // 4, max_lag_bytes=high // 10, max_wait_s=None).install()
+
+        def open_gate_once_an_add_waits() -> None:
+            while upkeep.waits == 0 and not gate.is_set():
+                time.sleep(0.002)
+            gate.set()
+
+        opener = threading.Thread(target=open_gate_once_an_add_waits)
+        opener.start()
+        during_wait = None
+        try:
+            for e in entries[60:]:
+                waits, seen = upkeep.waits, len(method.seen)
+                store.add(e)
+                if upkeep.waits > waits and during_wait is None:
+                    during_wait = len(method.seen) - seen
+        finally:
+            gate.set()
+            opener.join()
+        assert during_wait is not None  # an add did wait: the pass was behind
+        # The pass judged at most the pair it held when the add came, then evicted: it did not judge the
+        # hundreds of pairs its new entries have before the add could return.
+        assert during_wait <= 1
+        assert upkeep.wait_idle() and store.json_bytes() <= high
+        first = upkeep.reports[0]
+        assert first.budget_met and first.actions["evict"] > 0
+        # What it left is judged by the passes after it, and no pair twice.
+        pairs = [tuple(sorted(p[:2])) for p in method.seen]
+        assert len(pairs) == len(set(pairs)) and len(upkeep.reports) >= 2
+        assert not accounted(store, [e.id for e in entries])
+
 def test_an_add_waits_at_most_max_wait_s_for_a_stuck_worker(tmp_path):
     gate = threading.Event()
     method = GatedMethod(gate=gate)

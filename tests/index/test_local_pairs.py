@@ -116,6 +116,24 @@ def test_adds_are_changed_and_removals_bring_the_next_neighbour():
     assert got[1:] == reference(ids, x32, [e for e in ids[25:] if e != "e27"], 3, judged, dead={"e27"})
 
 
+def test_pending_names_the_changed_entries_with_pairs_left_to_judge():
+    x = make_data("gauss", 20, 12, seed=4)
+    ids = [f"e{i}" for i in range(20)]
+    q = LocalPairs(ids, x, k=2, changed=["e3", "e11"])
+    assert q.pending() == ["e3", "e11"]  # not scanned yet
+    q.exclude("e3", "e11")  # whichever lists the other, that pair is judged now
+    left = 0
+    while q.pending():
+        got = q.pop()
+        assert got is not None  # an entry stays pending only while a pair of it is left
+        left += 1
+    assert q.pop() is None and 2 <= left <= 4  # two neighbours each, shared pairs once
+    q2 = LocalPairs(ids, x, k=2, changed=["e3", "e7"])
+    q2.pop()
+    q2.remove("e7")
+    assert "e7" not in q2.pending()
+
+
 def _state_rebuild(ids, x, alive, changed, judged, k):
     live = [i for i in range(len(ids)) if alive[i]]
     return LocalPairs([ids[i] for i in live], x[live], k=k, changed=[ids[i] for i in live if i in changed],
