@@ -339,6 +339,7 @@ class Compressor:
                 floor = StrictFloor(store, metric=plan.metric, target=plan.target,
                                     originals=[i for i in store.ids() if i not in later])
             changed: set[str] = set()
+            since = 0
             if plan.mode is Mode.LIVE:  # the run's entries inserted since the last live pass, and its merges
                 since = self._judged_through(run_id)
                 changed = {i for i in store.sizes_after(since) if i not in later or i in outsiders.created}
@@ -347,7 +348,7 @@ class Compressor:
                              model_id=self.encoder.model_id, commit_window_s=self.commit_window_s,
                              max_decisions=max_decisions, progress=self.progress,
                              neighbours=self.neighbours if plan.mode is Mode.LIVE else None, changed=changed,
-                             hurry=self.hurry)
+                             changed_after=since, hurry=self.hurry)
             stop = self._loop(state)
         release_free_memory()  # what the run's queue left in the allocator (see memrefine_edge.core._memory)
         llm_calls = self.method.llm_calls - llm_calls_before

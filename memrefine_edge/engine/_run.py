@@ -124,7 +124,7 @@ class RunState:
                  actions: Counter[str], sources: Counter[str], deferred_taken: int, clock: dict[str, float],
                  floor: StrictFloor | None, k: int, model_id: str, commit_window_s: float,
                  max_decisions: int | None, progress: Callable[[Progress], None] | None,
-                 neighbours: int | None = None, changed: Collection[str] = (),
+                 neighbours: int | None = None, changed: Collection[str] = (), changed_after: int = 0,
                  hurry: Callable[[], bool] | None = None) -> None:
         assert plan.run_id is not None
         self.store, self.plan, self.path, self.outsiders = store, plan, path, outsiders
@@ -135,6 +135,8 @@ class RunState:
         #: Live mode: how many nearest neighbours each changed entry is judged against, and which
         #: entries changed (None: the paper's order over every pair).
         self.neighbours, self.changed = neighbours, frozenset(changed)
+        #: Live mode: every changed entry was inserted after this insertion number.
+        self.changed_after = changed_after
         #: Live mode: asked between the similar phase's decisions; True ends the phase (see Compressor).
         self.hurry = hurry
         #: Set when ``hurry`` ended the similar phase: the changed entries it left not fully judged.

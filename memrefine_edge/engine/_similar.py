@@ -40,8 +40,9 @@ def take_similar(run: RunState) -> PhaseResult:
     ids, matrix, scales = run.vectors()
     queue: PairQueue | LocalPairs
     if run.neighbours is not None:  # live mode: the changed entries against their nearest neighbours
+        # Only pairs of a changed entry can be proposed: the preserved pairs of the others are not read.
         queue = LocalPairs(ids, matrix, scales=scales, k=run.neighbours, changed=run.changed,
-                           excluded=store.journal.live_preserved_pairs())
+                           excluded=store.journal.live_preserved_pairs(after_seq=run.changed_after))
     else:
         queue = PairQueue(ids, matrix, scales=scales, k=run.k, excluded=store.journal.live_preserved_pairs(),
                           writable=True)

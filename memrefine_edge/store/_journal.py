@@ -361,8 +361,9 @@ class RunJournal:
             sql += "JOIN entries ea ON ea.id = sa.text JOIN entries eb ON eb.id = sb.text "
         return [(r[0], r[1], float(r[2])) for r in self._db.conn.execute(sql + "ORDER BY d.run, d.step")]
 
-    def live_preserved_pairs(self, *, chunk: int = 4096) -> Iterator[tuple[str, str]]:
-        """Preserved pairs whose two entries are both live, streamed ``chunk`` rows per query.
+    def live_preserved_pairs(self, *, after_seq: int = 0, chunk: int = 4096) -> Iterator[tuple[str, str]]:
+        """Preserved pairs whose two entries are both live, streamed ``chunk`` rows per query; with
+        ``after_seq``, only those with an entry inserted after it (a live pass's changed entries).
 
         What a pair queue needs on resume: after a long run most preserved pairs name a
         removed entry, and a list of all of them as string tuples, held during the queue
@@ -375,7 +376,8 @@ class RunJournal:
             rows = conn.execute(
                 "SELECT p.a, p.b, ea.id, eb.id FROM preserves p "
                 "JOIN entries ea ON ea.seq = p.a JOIN entries eb ON eb.seq = p.b "
-                "WHERE (p.a, p.b) > (?, ?) ORDER BY p.a, p.b LIMIT ?", (*last, int(chunk))).fetchall()
+                "WHERE (p.a, p.b) > (?, ?) AND p.b > ? ORDER BY p.a, p.b LIMIT ?",
+                (*last, int(after_seq), int(chunk))).fetchall()
             for row in rows:
                 yield row[2], row[3]
             if len(rows) < chunk:

@@ -343,3 +343,15 @@ def test_pack_field_round_trips_and_keeps_short_text_as_text():
     assert pack_field("ok") == "ok"
     with pytest.raises(ValueError, match="unknown packed text tag"):
         unpack_text(b"\x7fxyz")
+
+
+def test_live_preserved_pairs_after_an_insertion_number_name_a_later_entry(tmp_path):
+    with make_store(tmp_path / "p.db") as store:
+        compressor(store, OneShot(Decision(action="preserve", target=None, reason="", source="scorer"))).run(
+            budget=0.5, max_decisions=30)
+        every = sorted(tuple(sorted(p)) for p in store.journal.live_preserved_pairs())
+        assert len(every) == 30
+        cut = sorted(store.seq_of(i) for p in every for i in p)[len(every)]  # a seq in the middle
+        later = sorted(tuple(sorted(p)) for p in store.journal.live_preserved_pairs(after_seq=cut, chunk=4))
+        assert later == [p for p in every if max(store.seq_of(p[0]), store.seq_of(p[1])) > cut]
+        assert 0 < len(later) < len(every)
