@@ -124,7 +124,12 @@ class Compressor:
     and leaves the pairs it did not judge to the next live pass (its
     ``judged_through_seq`` does not move). :class:`Upkeep` sets it to "an add
     waits beyond the lag", so a pass with many new entries does not hold the
-    caller while it judges them all.
+    caller while it judges them all. ``pause`` is called between blocks of
+    a run's long computations, where no decision is pending (the tiles of a
+    neighbour-list build, blocks of rescanned rows, of the entries eviction
+    reads): it may block, to leave the cores to another thread, or raise, to
+    stop the run there (it stays resumable). :class:`Upkeep` parks its worker
+    there while the caller adds or searches.
 
     Entries that another connection removes while a run goes on are skipped
     (their pairs drop out of the queue); entries added meanwhile are not part
@@ -150,6 +155,7 @@ class Compressor:
         vacuum: bool = True,
         commit_window_s: float = COMMIT_WINDOW_S,
         hurry: Callable[[], bool] | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> None:
         if metric not in Metric.__members__.values():
             raise ConfigurationError(f"unknown metric {metric!r}; use one of {', '.join(Metric)}")
@@ -190,6 +196,8 @@ class Compressor:
         self.commit_window_s = float(commit_window_s)
         #: Live mode: asked between the similar phase's decisions (see the class docstring).
         self.hurry = hurry
+        #: Called between blocks of a run's long computations (see the class docstring).
+        self.pause = pause
 
     # --- budget --------------------------------------------------------------
 
@@ -348,7 +356,7 @@ class Compressor:
                              model_id=self.encoder.model_id, commit_window_s=self.commit_window_s,
                              max_decisions=max_decisions, progress=self.progress,
                              neighbours=self.neighbours if plan.mode is Mode.LIVE else None, changed=changed,
-                             changed_after=since, hurry=self.hurry)
+                             changed_after=since, hurry=self.hurry, pause=self.pause)
             stop = self._loop(state)
         release_free_memory()  # what the run's queue left in the allocator (see memrefine_edge.core._memory)
         llm_calls = self.method.llm_calls - llm_calls_before

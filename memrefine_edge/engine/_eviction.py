@@ -54,8 +54,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from memrefine_edge.core import Metric, json_size, release_free_memory
 from memrefine_edge.index import PairQueue
@@ -83,6 +84,9 @@ EVICT_COUNT_WEIGHT = 0.1
 EVICT_SIZE_CAPPED = True
 
 
+T = TypeVar("T")
+
+
 class _Candidate(NamedTuple):
     """An entry's place in the eviction heap: ordered by ``(-value, pos)`` (positions are distinct)."""
 
@@ -96,6 +100,14 @@ class _Candidate(NamedTuple):
     cos: float
     #: ``(specific keys no other live entry holds, specific keys)``; None in an upper bound (not valued yet).
     unique: tuple[int, int] | None
+
+
+def _paced(items: Iterable[T], pause: Callable[[], None] | None, every: int = 1024) -> Iterator[T]:
+    """``items``, with ``pause`` called after every ``every`` of them (a long read or count yields there)."""
+    for i, item in enumerate(items):
+        if pause is not None and i and i % every == 0:
+            pause()
+        yield item
 
 
 def evict_to_budget(run: RunState) -> PhaseResult:
@@ -126,14 +138,14 @@ class Eviction:
         self.state, self.floor = run, floor
         outsiders = set(run.outsiders.sizes)  # added by others during the run: not ours to evict
         # entries() yields insertion order: the position is the seq order (oldest first).
-        self.ours = [e for e in run.store.entries() if e.id not in outsiders]
+        self.ours = [e for e in _paced(run.store.entries(), run.pause) if e.id not in outsiders]
         self.size = {e.id: json_size(replace(e, links=())) for e in self.ours}  # links come and go with neighbours
         self.gone: set[str] = set()
         # How many of our live entries hold each content key (outsiders left out, as from the neighbour
         # lists: the order stays a function of the run's own entries, and a resumed run takes the same).
         self.text = {e.id: e.content for e in self.ours}
         self.copies = LastCopies()
-        self.copies.build(self.text.values())
+        self.copies.build(_paced(self.text.values(), run.pause))
         self.keepers = Witnesses([e.id for e in self.ours], floor.keep, lambda entry_id: entry_id not in self.gone)
         self.specific: dict[str, tuple[str, ...]] = {}  # an entry's specific keys, extracted once when first valued
         self.queue: PairQueue | None = None
@@ -204,7 +216,8 @@ class Eviction:
         rows = [r for r, i in enumerate(ids) if i in pos]
         if len(rows) != len(ids):
             matrix, scales = matrix[rows], None if scales is None else scales[rows]
-        self.queue = queue = PairQueue([ids[r] for r in rows], matrix, scales=scales, k=run.k, writable=True)
+        self.queue = queue = PairQueue([ids[r] for r in rows], matrix, scales=scales, k=run.k, writable=True,
+                                       pause=run.pause)
         del matrix, scales
         release_free_memory()
         heap = [self.candidate(e.id, None) for e in self.ours]

@@ -42,10 +42,11 @@ def take_similar(run: RunState) -> PhaseResult:
     if run.neighbours is not None:  # live mode: the changed entries against their nearest neighbours
         # Only pairs of a changed entry can be proposed: the preserved pairs of the others are not read.
         queue = LocalPairs(ids, matrix, scales=scales, k=run.neighbours, changed=run.changed,
-                           excluded=store.journal.live_preserved_pairs(after_seq=run.changed_after))
+                           excluded=store.journal.live_preserved_pairs(after_seq=run.changed_after),
+                           pause=run.pause)
     else:
         queue = PairQueue(ids, matrix, scales=scales, k=run.k, excluded=store.journal.live_preserved_pairs(),
-                          writable=True)
+                          writable=True, pause=run.pause)
     del ids, matrix, scales
     release_free_memory()  # the build's freed temporaries, which glibc would keep (memrefine_edge.core._memory)
     clock["pairs"] += time.perf_counter() - t

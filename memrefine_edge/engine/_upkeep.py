@@ -288,26 +288,31 @@ class Upkeep:
         if store.running_size(metric) <= limit:
             return
         deadline = None if self.max_wait_s is None else time.monotonic() + self.max_wait_s
-        counted = False
+        counted: UpkeepWorker | None = None  # the worker told that this add waits (its pass hurries)
         with self._cond:
-            while store.running_size(metric) > limit:
-                worker = self._worker
-                if worker is None or not worker.can_help():
-                    return
-                if not counted:
-                    self.waits += 1
-                    counted = True
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    self.wait_timeouts += 1
-                    return
-                # The worker wakes this add once the size is down to the limit (or its state changes);
-                # the timeout only bounds a missed wake-up.
-                worker.watch.append(limit)
-                try:
-                    self._cond.wait(0.5 if left is None else min(left, 0.5))
-                finally:
-                    worker.watch.remove(limit)
+            try:
+                while store.running_size(metric) > limit:
+                    worker = self._worker
+                    if worker is None or not worker.can_help():
+                        return
+                    if counted is None:
+                        self.waits += 1
+                        counted = worker
+                        worker.waiting += 1
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        self.wait_timeouts += 1
+                        return
+                    # The worker wakes this add once the size is down to the limit (or its state changes);
+                    # the timeout only bounds a missed wake-up.
+                    worker.watch.append(limit)
+                    try:
+                        self._cond.wait(0.5 if left is None else min(left, 0.5))
+                    finally:
+                        worker.watch.remove(limit)
+            finally:
+                if counted is not None:
+                    counted.waiting -= 1
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until the worker has nothing left to do; True if it has, False if ``timeout`` ran out first

@@ -9,9 +9,11 @@ and an add never runs inside a pass's transaction.
 
 Two things keep adds fast while it works. The caller's adds never wait behind a group of
 decisions: the worker commits every decision on its own. And they do not share the
-interpreter with it: while an add or a search runs on the caller's store the worker parks at its
-next step (:meth:`UpkeepWorker.step_done`, after every committed decision and embedding batch),
-so neither is slowed by a thread that competes for the interpreter lock.
+interpreter or the cores with it: while an add or a search runs on the caller's store the worker
+parks at its next step (:meth:`UpkeepWorker.step_done`, after every committed decision and
+embedding batch) or its next pause point inside a long computation (:meth:`UpkeepWorker.pause`:
+between the tiles of a neighbour-list build, blocks of rescanned rows, blocks of the entries
+eviction reads), so neither is slowed by a thread that competes for them.
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ class UpkeepWorker(threading.Thread):
         self.crashed: BaseException | None = None
         #: The sizes adds beyond the lag wait for (one per waiting add): the worker wakes them.
         self.watch: list[int] = []
+        #: Adds waiting beyond the lag, from their first wait to their return: the pass hurries meanwhile.
+        self.waiting = 0
         self._store: MemoryStore | None = None  # the worker's own connection, while it runs
         self._resume = resume  # look for an interrupted pass at the first wake-up
         self._embedded_upto = -1  # the highest insertion number embedded (-1: not checked yet)
@@ -162,6 +166,13 @@ class UpkeepWorker(threading.Thread):
             if self.watch and self._store is not None and \
                     self._store.running_size(self.upkeep.compressor.metric) <= max(self.watch):
                 self.cond.notify_all()
+            self.pause()
+
+    def pause(self) -> None:
+        """Between blocks of a long computation of a pass (no decision pending): park while an add or a
+        search runs on the caller's store, so it has the cores; stop if asked (the pass stays resumable).
+        The upkeep's condition is reentrant: :meth:`step_done` parks here too, holding it."""
+        with self.cond:
             while self.caller_busy and not self.stopping:
                 self.cond.wait()
             if self.stopping:
@@ -170,13 +181,15 @@ class UpkeepWorker(threading.Thread):
     def _compressor(self, store: MemoryStore) -> Compressor:
         """The upkeep's compressor, on the worker's connection: every decision commits on its own, no
         VACUUM at a pass's end (it would hold every add for the time it rewrites the file), ``hurry``
-        while an add waits beyond the lag, and :meth:`step_done` after every commit (the compressor calls ``progress`` only after a commit)."""
+        while an add waits beyond the lag, :meth:`pause` inside long computations, and :meth:`step_done`
+        after every commit (the compressor calls ``progress`` only after a commit)."""
         comp = copy.copy(self.upkeep.compressor)
         comp.store = store
         comp.commit_window_s = 0.0
         comp.vacuum = False
         # An add waits beyond the lag: the pass evicts now and judges its remaining pairs next time.
-        comp.hurry = lambda: bool(self.watch)
+        comp.hurry = lambda: self.waiting > 0
+        comp.pause = self.pause
         progress, embed_progress = comp.progress, comp.embed_progress
 
         def on_progress(p: Any) -> None:

@@ -33,7 +33,7 @@ changed entry once and again when one of its neighbours leaves or a closer entry
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 
@@ -61,6 +61,8 @@ class LocalPairs:
     ``excluded`` holds pairs judged before (ignored when they name an unknown id). The same interface
     as :class:`PairQueue` where a compression run uses it: :meth:`pop`, :meth:`remove`, :meth:`add`
     (a new entry is changed), :meth:`exclude`, :attr:`quantized`, :meth:`candidates_left`.
+    ``pause`` is called between blocks of rescanned rows (64 rows against every row each): it may
+    block, to let another thread have the cores, or raise, to abandon the work.
 
     Errors: ``k < 1``, bad shapes or non-finite values -> ``ValueError``; an unknown or removed id ->
     ``KeyError``; an id used before -> ``ValueError``.
@@ -68,7 +70,8 @@ class LocalPairs:
 
     def __init__(self, ids: Sequence[Hashable], vectors: np.ndarray, *, scales: np.ndarray | None = None,
                  k: int = 8, changed: Iterable[Hashable] = (),
-                 excluded: Iterable[tuple[Hashable, Hashable]] = ()) -> None:
+                 excluded: Iterable[tuple[Hashable, Hashable]] = (),
+                 pause: Callable[[], None] | None = None) -> None:
         if not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         arr = np.asarray(vectors)
@@ -111,6 +114,7 @@ class LocalPairs:
         self._stale: set[int] = set()
         self._norm_max = 0.0
         self._stale.update(self._pos[e] for e in changed if e in self._pos)
+        self._pause = pause
 
     # ------------------------------------------------------------------ the run's interface
 
@@ -236,9 +240,12 @@ class LocalPairs:
         """The best valid heap item (stale rows rescanned first), left on the heap; None if none."""
         if self._stale:
             rows = sorted(self._stale)
-            self._stale.clear()
             for start in range(0, len(rows), _SCAN_ROWS):
-                self._scan(rows[start:start + _SCAN_ROWS])
+                if start and self._pause is not None:
+                    self._pause()  # may raise: the rows not yet scanned stay stale
+                block = rows[start:start + _SCAN_ROWS]
+                self._stale.difference_update(block)
+                self._scan(block)
         while self._heap:
             _, a, b = self._heap[0]
             if self._valid(a, b):

@@ -59,7 +59,7 @@ The scans that fill the lists (the build, and the rescans of rows) are in
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 
@@ -104,6 +104,8 @@ class PairQueue(NeighbourScans):
     of removed rows tolerated before the vector matrix is compacted; ``threads``
     (default ``min(2, cores)``) the threads a build or a row scan is split over (the order
     of pairs never depends on ``refill_k``, ``refill_batch``, ``compact_min`` or ``threads``).
+    ``pause`` is called between the build's tiles (tens of milliseconds each): it may block,
+    to let another thread have the cores, or raise, to abandon the build.
 
     The pop sequence is a pure function of (live ids in order, their vectors,
     judged pairs among them): a queue rebuilt from those continues identically.
@@ -142,6 +144,7 @@ class PairQueue(NeighbourScans):
         writable: bool = False,
         refill_batch: int = 16,
         threads: int | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> None:
         if int(k) < 1:
             raise ValueError(f"k must be >= 1, got {k}")
@@ -174,6 +177,7 @@ class PairQueue(NeighbourScans):
         if threads is not None and int(threads) < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self._threads = default_threads() if threads is None else int(threads)
+        self._pause = pause
         self._compact_min = int(compact_min)  # dead matrix rows tolerated before compacting
         self._ids: list[Hashable] = []  # position -> id, dead ones kept (positions are never reused)
         self._pos: dict[Hashable, int] = {}

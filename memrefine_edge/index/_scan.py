@@ -204,6 +204,7 @@ class NeighbourScans:
     """
 
     # The queue's state the scans use (set by PairQueue.__init__; see there).
+    _pause: Callable[[], None] | None
     _x: np.ndarray
     _scale: np.ndarray | None
     _d: int
@@ -416,6 +417,8 @@ class NeighbourScans:
                 for pool in pools:
                     if pool.pooled > 2 * self._slots * (pool.hi - pool.lo) + 4096:
                         self._prune(pool, low, margin)
+                if self._pause is not None:
+                    self._pause()
         self._bufs.clear()  # the tiles' buffers: the build's alone
         for pool in pools:
             self._prune(pool, low, margin)

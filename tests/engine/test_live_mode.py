@@ -251,3 +251,36 @@ def test_hurry_is_not_asked_in_paper_mode(tmp_path):
     report = comp.run(budget=0.6)
     assert report.stop is StopReason.NO_CANDIDATE and report.actions["preserve"] == 30 * 29 // 2
     store.close()
+
+
+class Halt(Exception):
+    pass
+
+
+def test_pause_points_change_nothing_and_a_pause_that_raises_leaves_the_run_resumable(tmp_path):
+    ref = make_store(tmp_path / "ref.db", n=300, seed=9)
+    ref.close()
+    shutil.copy(tmp_path / "ref.db", tmp_path / "paused.db")
+    shutil.copy(tmp_path / "ref.db", tmp_path / "halted.db")
+    with MemoryStore(tmp_path / "ref.db", create=False) as store:
+        whole = live(store, ScriptedMethod()).run(budget=0.4)
+        expected = export(store)
+    calls = []
+    with MemoryStore(tmp_path / "paused.db", create=False) as store:
+        comp = live(store, ScriptedMethod())
+        comp.pause = lambda: calls.append(1)
+        paused = comp.run(budget=0.4)
+        assert export(store) == expected and paused.actions == whole.actions
+    assert len(calls) >= 3  # between blocks of rescanned rows and the eviction's neighbour-list build
+
+    def halt() -> None:
+        raise Halt
+
+    with MemoryStore(tmp_path / "halted.db", create=False) as store:
+        comp = live(store, ScriptedMethod())
+        comp.pause = halt
+        with pytest.raises(Halt):
+            comp.run(budget=0.4)
+        assert store.journal.unfinished_run() is not None
+        resumed = live(store, ScriptedMethod()).run(budget=0.4)
+        assert resumed.resumed and export(store) == expected

@@ -195,6 +195,29 @@ def test_a_live_pass_stops_judging_and_evicts_once_an_add_waits_beyond_the_lag(t
         assert len(pairs) == len(set(pairs)) and len(upkeep.reports) >= 2
         assert not accounted(store, [e.id for e in entries])
 
+def test_a_pass_under_upkeep_parks_inside_its_long_computations(tmp_path, monkeypatch):
+    import memrefine_edge.engine._similar as similar
+    from memrefine_edge.engine._upkeep_worker import UpkeepWorker
+    from memrefine_edge.index import LocalPairs
+
+    given = []
+
+    class Recording(LocalPairs):
+        def __init__(self, *args, pause=None, **kw):
+            given.append(pause)
+            super().__init__(*args, pause=pause, **kw)
+
+    monkeypatch.setattr(similar, "LocalPairs", Recording)
+    entries = memories(120, seed=6)
+    with MemoryStore(tmp_path / "u.db") as store:
+        store.add_many(entries[:20])
+        high = store.json_bytes()
+        upkeep = Upkeep(compressor(store, mode="live"), high_bytes=high, low_bytes=high // 2).install()
+        store.add_many(entries[20:])
+        assert upkeep.wait_idle() and upkeep.reports
+    # the pass's rescans pause where the worker parks for the caller's adds and searches
+    assert given and all(getattr(p, "__func__", None) is UpkeepWorker.pause for p in given)
+
 def test_an_add_waits_at_most_max_wait_s_for_a_stuck_worker(tmp_path):
     gate = threading.Event()
     method = GatedMethod(gate=gate)

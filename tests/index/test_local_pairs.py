@@ -190,3 +190,21 @@ def test_bad_input_is_refused():
         q.remove("zz")
     with pytest.raises(ValueError):
         q.add("e", x[0], scale=1.0)  # a float queue takes no scale
+
+
+def test_a_pause_that_raises_leaves_the_rows_it_did_not_scan_for_the_next_pop():
+    x = make_data("gauss", 300, 12, seed=8)
+    ids = [f"e{i}" for i in range(300)]
+    changed = ids[::2]
+    expected = drain(LocalPairs(ids, x, k=3, changed=changed))
+    state = {"n": 0}
+
+    def pause() -> None:
+        state["n"] += 1
+        if state["n"] == 1:
+            raise RuntimeError("stop here once")
+
+    q = LocalPairs(ids, x, k=3, changed=changed, pause=pause)
+    with pytest.raises(RuntimeError):
+        q.pop()
+    assert drain(q) == expected and state["n"] >= 2

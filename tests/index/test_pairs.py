@@ -452,3 +452,24 @@ def test_nearest_on_int8_codes_is_the_nearest_of_the_decoded_vectors():
 def test_threads_must_be_positive():
     with pytest.raises(ValueError, match="threads"):
         PairQueue(["a", "b"], np.eye(2, dtype=np.float32), threads=0)
+
+
+def test_the_build_pauses_between_tiles_and_gives_the_same_pairs():
+    x = make_data("gauss", 200, 16, seed=2)
+    ids = list(range(200))
+    plain = PairQueue(ids, x, k=4, block_rows=32, tile_cols=64)
+    calls = []
+    paused = PairQueue(ids, x, k=4, block_rows=32, tile_cols=64, pause=lambda: calls.append(1))
+    assert len(calls) >= 10  # one per tile of the upper triangle
+    for _ in range(300):
+        assert plain.pop() == paused.pop()
+
+
+def test_a_pause_that_raises_abandons_the_build():
+    x = make_data("gauss", 100, 8, seed=3)
+
+    def halt() -> None:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        PairQueue(list(range(100)), x, k=4, block_rows=16, tile_cols=32, pause=halt)
