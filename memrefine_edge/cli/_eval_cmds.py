@@ -66,6 +66,9 @@ def eval_group() -> None:
 @click.option("--merge-min-similarity", type=click.FloatRange(-1, 1), default=None,
               help="memrefine: merge only at or above this cosine [default: the scorer's decision; 0.5 for "
                    "'fact' and GGUF judges].")
+@click.option("--max-merged-bytes", type=click.IntRange(1), default=None,
+              help="The longest merged text a merge may write; a longer merge keeps both entries [default: the "
+                   "mode's].")
 @click.option("--merger", type=click.Choice(["llm", "concat"]), default="concat", show_default=True,
               help="concat: deterministic, fact-keeping merge (as `memrefine compress` without --merge-model); "
                    "llm: merges written by the judge model, checked by the merge guard.")
@@ -92,8 +95,8 @@ def eval_group() -> None:
 @json_option
 @click.pass_context
 def eval_locomo(ctx, data, samples, store_kind, text_dir, methods, budgets, context_bytes, qa_limit, no_qa,
-                answer_model, judge_model, merge_min_similarity, merger, chain, metric, mode, seed, threads,
-                keep_stores, stream, max_seconds, out, as_json) -> None:
+                answer_model, judge_model, merge_min_similarity, max_merged_bytes, merger, chain, metric, mode, seed,
+                threads, keep_stores, stream, max_seconds, out, as_json) -> None:
     """Storage against utility on LoCoMo: answer and evidence recall within a context of C bytes, answer presence,
     evidence recall@10 and QA F1/EM, per method and budget; or, with --stream, a store kept by Upkeep."""
     from memrefine_edge.eval import EvalConfig, run_eval
@@ -109,7 +112,7 @@ def eval_locomo(ctx, data, samples, store_kind, text_dir, methods, budgets, cont
         budgets=_budgets(budgets), context_bytes=_sizes(context_bytes), qa=not no_qa, qa_limit=qa_limit, seed=seed,
         threads=threads, chain=chain,
         metric=metric, mode=mode, merger=merger, judge_model=judge_model, answer_model=answer_model,
-        merge_min_similarity=merge_min_similarity,
+        merge_min_similarity=merge_min_similarity, max_merged_bytes=max_merged_bytes,
         text_dir=text_dir, keep_stores=keep_stores,
         command="memrefine " + " ".join(shlex.quote(_shown(a)) for a in sys.argv[1:]),
     )
@@ -128,8 +131,8 @@ def eval_locomo(ctx, data, samples, store_kind, text_dir, methods, budgets, cont
 
 
 #: One-shot options a streaming evaluation has no use for (given with --stream: a usage error).
-_NOT_STREAMED = ("methods", "qa_limit", "answer_model", "merge_min_similarity", "merger", "chain", "metric",
-                 "keep_stores")
+_NOT_STREAMED = ("methods", "qa_limit", "answer_model", "merge_min_similarity", "max_merged_bytes", "merger",
+                 "chain", "metric", "keep_stores")
 
 
 def _stream(ctx: click.Context, *, data, samples, store_kind, text_dir, budgets, context_bytes, judge_model, mode,

@@ -23,8 +23,9 @@ Target = Literal["a", "b"]
 #: delete would take the store's last copy of a specific word; the delete is taken later only if the
 #: budget cannot be met otherwise, see :mod:`memrefine_edge.text._lastcopy`); ``saving``: a merge the run
 #: kept as a preserve because it would free too little of the two texts (live mode's ``min_merge_saving``);
+#: ``length``: a merge kept as a preserve because its text would be longer than the run's ``max_merged_bytes``;
 #: ``evict``: an eviction (strict and live modes), which the run itself decides.
-Source = Literal["rule", "llm", "guard", "scorer", "fallback", "deferred", "saving", "evict"]
+Source = Literal["rule", "llm", "guard", "scorer", "fallback", "deferred", "saving", "length", "evict"]
 #: The values of :data:`Action`, :data:`AuditAction` and :data:`Source` (read from the types: one source of truth).
 ACTIONS: tuple[str, ...] = get_args(Action)
 AUDIT_ACTIONS: tuple[str, ...] = get_args(AuditAction)

@@ -10,7 +10,9 @@ cannot keep every fact falls back to a preserve, counted as such. A merge whose
 text would free less than ``min_merge_saving`` of the shorter entry's text (a
 concatenation of two distinct facts frees nothing) is kept as a preserve of
 source ``saving``: it would cost an embedding and leave one longer entry for no
-room. The pair queue, when there is one, follows each change.
+room. A merge whose text would be longer than ``max_merged_bytes`` is kept as a
+preserve of source ``length``: an entry a reader's small context cannot take, and
+that eviction could only drop whole. The pair queue, when there is one, follows each change.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memrefine_edge.core import Decision, DuplicateIdError, Entry, MergeOutputError
+from memrefine_edge.core import Decision, DuplicateIdError, Entry, MergeOutputError, Source
 from memrefine_edge.judging import build_merged_entry, merged_entry_id
 from memrefine_edge.methods import Method, PairContext
 from memrefine_edge.store import quantize_embedding
@@ -48,15 +50,17 @@ class DecisionPath:
     ``apply``); ``created`` the id of every entry a merge writes (the run's own,
     not another writer's). ``min_merge_saving``: the share of the shorter entry's
     text (UTF-8 bytes) a merge must free, else the pair is preserved (0: every merge
-    that keeps the facts is taken, as in the paper).
+    that keeps the facts is taken, as in the paper). ``max_merged_bytes``: the longest merged text
+    (UTF-8 bytes) a merge may write, else the pair is preserved (None: no limit).
     """
 
     def __init__(self, *, store: MemoryStore, method: Method, merger: Merger, encoder: Encoder, run_id: str,
                  metric: str, clock: dict[str, float], created: MutableSet[str],
-                 min_merge_saving: float = 0.0) -> None:
+                 min_merge_saving: float = 0.0, max_merged_bytes: int | None = None) -> None:
         self.store, self.method, self.merger, self.encoder = store, method, merger, encoder
         self.run_id, self.metric, self.clock, self.created = run_id, metric, clock, created
         self.min_merge_saving = min_merge_saving
+        self.max_merged_bytes = max_merged_bytes
 
     def model_calls(self) -> int:
         """Model calls made so far by the method's judge and the merger."""
@@ -92,17 +96,18 @@ class DecisionPath:
             clock["apply"] += time.perf_counter() - t
             return "delete", decision.source
         if decision.action == "merge":
-            # The merger's cheap lower bound, when it has one, spares writing a merge that frees too little.
-            least = self.merger.least_bytes(a.content, b.content) if self.min_merge_saving > 0 else None
-            short = self._short_saving(a, b, least) if least is not None else None
-            merged = self._merge(a, b, decision.merge_instruction) if short is None else None
+            # The merger's cheap lower bound, when it has one, spares writing a merge that is refused.
+            bounded = self.min_merge_saving > 0 or self.max_merged_bytes is not None
+            least = self.merger.least_bytes(a.content, b.content) if bounded else None
+            refused = self._refused(a, b, least) if least is not None else None
+            merged = self._merge(a, b, decision.merge_instruction) if refused is None else None
             if merged is not None:
-                short = self._short_saving(a, b, len(merged.content.encode("utf-8")))
-            if merged is not None and short is None:
+                refused = self._refused(a, b, len(merged.content.encode("utf-8")))
+            if merged is not None and refused is None:
                 self._apply_merge(step, pair, a, b, decision, merged, latency_ms, queue)
                 return "merge", decision.source
-            if short is not None:  # keeps the facts, frees (almost) nothing: both entries stay
-                decision = Decision("preserve", None, source="saving", reason=short)
+            if refused is not None:  # keeps the facts, but frees (almost) nothing or is too long: both stay
+                decision = Decision("preserve", None, source=refused[0], reason=refused[1])
             else:  # the safe fallback: keep both entries, counted as such
                 decision = Decision("preserve", None, source="fallback",
                                     reason=f"merge could not keep every fact; preserved ({decision.reason})")
@@ -133,6 +138,16 @@ class DecisionPath:
         if queue is not None:  # (without one, the queue built next reads it from the store)
             _follow_merge(queue, pair[0], pair[1], merged.id, vec, self.store)
         clock["apply"] += time.perf_counter() - t
+
+    def _refused(self, a: Entry, b: Entry, merged_bytes: int) -> tuple[Source, str] | None:
+        """Why a merged text of ``merged_bytes`` is not taken, as ``(source, reason)``: longer than
+        ``max_merged_bytes`` (``length``), or freeing too little of the two texts (``saving``); None:
+        it may be taken."""
+        if self.max_merged_bytes is not None and merged_bytes > self.max_merged_bytes:
+            return "length", (f"a merge would be {merged_bytes} text bytes, over {self.max_merged_bytes}; "
+                              "both kept")
+        short = self._short_saving(a, b, merged_bytes)
+        return ("saving", short) if short is not None else None
 
     def _short_saving(self, a: Entry, b: Entry, merged_bytes: int) -> str | None:
         """Why a merged text of ``merged_bytes`` frees too little of ``a`` and ``b``'s text to be taken

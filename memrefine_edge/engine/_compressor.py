@@ -149,6 +149,7 @@ class Compressor:
         neighbours: int = 8,
         min_similarity: float | None = None,
         min_merge_saving: float | None = None,
+        max_merged_bytes: int | None = None,
         progress: Callable[[Progress], None] | None = None,
         embed_progress: Callable[[int, int], None] | None = None,
         method_options: dict[str, Any] | None = None,
@@ -188,6 +189,11 @@ class Compressor:
             raise ConfigurationError(f"min_merge_saving must be a share in [0, 1], got {min_merge_saving!r}")
         #: The share of the shorter entry's text a merge must free, else the pair is preserved.
         self.min_merge_saving = float(min_merge_saving)
+        if max_merged_bytes is not None and (isinstance(max_merged_bytes, bool) or not isinstance(
+                max_merged_bytes, int) or max_merged_bytes < 1):
+            raise ConfigurationError(f"max_merged_bytes must be a positive number of bytes, got {max_merged_bytes!r}")
+        #: The longest merged text (UTF-8 bytes) a merge may write, else the pair is preserved (None: no limit).
+        self.max_merged_bytes = max_merged_bytes
         self.progress = progress
         self.embed_progress = embed_progress
         self.vacuum = vacuum
@@ -309,7 +315,8 @@ class Compressor:
                 plan.run_id = journal.start_run(
                     self.method.name, {**plan.args, "target_bytes": plan.target, "before": plan.before, "k": self.k,
                                        "encoder": self.encoder.model_id, "start_seq": store.max_seq(),
-                                       "min_merge_saving": self.min_merge_saving},
+                                       "min_merge_saving": self.min_merge_saving,
+                                       "max_merged_bytes": self.max_merged_bytes},
                 )
         elif on_accept is not None:
             on_accept()
@@ -340,7 +347,8 @@ class Compressor:
             # A resumed run keeps its own share (runs recorded before it existed took every merge).
             path = DecisionPath(store=store, method=self.method, merger=self.merger, encoder=self.encoder,
                                 run_id=run_id, metric=plan.metric, clock=clock, created=outsiders.created,
-                                min_merge_saving=float(params.get("min_merge_saving", 0.0)))
+                                min_merge_saving=float(params.get("min_merge_saving", 0.0)),
+                                max_merged_bytes=params.get("max_merged_bytes"))
             floor = None
             later = store.sizes_after(outsiders.start_seq) if plan.mode.hard else {}
             if plan.mode.hard:  # the run's own entries when it started (those inserted up to its start)

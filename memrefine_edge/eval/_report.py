@@ -201,7 +201,9 @@ def render_markdown(results: Mapping[str, Any], summary: Mapping[str, Any], plot
               + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".",
               f"Encoder: `{results['encoder']}`. Answerer: {results.get('answerer') or 'none (--no-qa)'}. "
               f"Retrieval: cosine top-{cfg['k']}. Budget metric: {cfg['metric']}, mode {cfg['mode']}, "
-              f"merger {cfg['merger']}, {'chained' if cfg['chain'] else 'independent'} compressions.",
+              f"merger {cfg['merger']}"
+              + (f" (merged texts at most {cfg['max_merged_bytes']} bytes)" if cfg.get("max_merged_bytes") else "")
+              + f", {'chained' if cfg['chain'] else 'independent'} compressions.",
               f"Samples: {', '.join(results['samples'])} ({sum(s['questions'] for s in results['samples'].values())}"
               f" questions). Elapsed: {results.get('elapsed_s', 0):.0f} s.", "",
               "LoCoMo category ids (metrics.CATEGORY_NAMES, the official scorer's mapping): "

@@ -284,3 +284,26 @@ def test_pause_points_change_nothing_and_a_pause_that_raises_leaves_the_run_resu
         assert store.journal.unfinished_run() is not None
         resumed = live(store, ScriptedMethod()).run(budget=0.4)
         assert resumed.resumed and export(store) == expected
+
+
+def test_a_merge_longer_than_max_merged_bytes_is_a_preserve(tmp_path):
+    from memrefine_edge.core import ConfigurationError
+
+    store = MemoryStore(tmp_path / "m.db")
+    store.add_many([Entry(id="a", content="Ana took up kayaking in Lisbon in 1990."),
+                    Entry(id="b", content="Ben met a chess teacher in Oslo in 2004."),
+                    Entry(id="c", content="Caro has sailed around Perth since 1999.")])
+    longest = max(len(e.content.encode()) for e in store.entries())
+    comp = Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(), mode="paper",
+                      max_merged_bytes=longest + 10)
+    report = comp.run(budget_bytes=store.json_bytes() - 1)
+    # every merge of two of them is longer than the longest entry by more than 10 bytes: all preserved
+    assert report.actions == {"preserve": 3} and report.sources == {"length": 3}
+    assert sorted(e.id for e in store.entries()) == ["a", "b", "c"]
+    assert store.journal.run(report.run_id).params["max_merged_bytes"] == longest + 10
+    uncapped = Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(), mode="paper")
+    assert uncapped.max_merged_bytes is None
+    for bad in (0, -5, True, 1.5, "900"):
+        with pytest.raises(ConfigurationError, match="max_merged_bytes"):
+            Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(), max_merged_bytes=bad)
+    store.close()
