@@ -99,7 +99,7 @@ class EvalConfig:
     merger: str = "concat"  # "concat" (deterministic, no LLM; the compress default) or "llm" (the judge model)
     judge_model: str | None = None  # as --judge-model: None/"none" (the redundancy scorer), "fact", "bundled" or a GGUF
     merge_min_similarity: float | None = None  # the judge's (methods that use one); None: the judge's default
-    max_merged_bytes: int | None = None  # the compressor's (None: its default for the mode)
+    max_merged_bytes: int | None = None  # the compressor's cap on a merged text (None: none)
     #: Per method name, the options it declares (``{"rulesim": {"tau": 0.9}}``), checked from the registry.
     method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     answer_model: str | None = None
@@ -456,9 +456,8 @@ class _Run:
                 llm = 0
             else:
                 assert method is not None  # only the floors run without a method
-                limit = {} if config.max_merged_bytes is None else {"max_merged_bytes": config.max_merged_bytes}
                 comp = Compressor(store, encoder=self.encoder, method=method, merger=merger, metric=config.metric,
-                                  mode=config.mode, progress=progress, **limit)
+                                  mode=config.mode, progress=progress, max_merged_bytes=config.max_merged_bytes)
                 try:
                     report = comp.run(budget_bytes=target)
                 except BudgetError as exc:  # a store of a few huge (packed) entries cannot get there at all
