@@ -154,14 +154,15 @@ def _dry_run_copy(db: Path) -> Iterator[Path]:
 
 def run_compress(db: Path, *, config: "PipelineConfig", budget: float | None, budget_bytes: int | None,
                  metric: str | None, mode: str, resume: bool = False, max_decisions: int | None = None,
-                 min_similarity: float | None = None, neighbours: int = 8, quiet: bool = False) -> dict[str, Any]:
+                 min_similarity: float | None = None, neighbours: int = 8, max_merged_bytes: int | None = None,
+                 quiet: bool = False) -> dict[str, Any]:
     """Open, compress, close (:func:`memrefine_edge.engine.compress_store`); returns the end report as a dict."""
     from memrefine_edge.engine import compress_store
 
     done = compress_store(
         resolve_db(db), budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, neighbours=neighbours,
         config=config, backends=current_backends(), resume=resume, max_decisions=max_decisions,
-        min_similarity=min_similarity,
+        min_similarity=min_similarity, max_merged_bytes=max_merged_bytes,
         progress=None if quiet else _progress_printer(metric or "json"),
         embed_progress=None if quiet else _embed_printer(), store_options=store_settings())
     if done.message:
@@ -270,6 +271,9 @@ _compress_options = [
                       "then evict until the budget holds."),
     click.option("--neighbours", type=click.IntRange(1, 1024), default=8, show_default=True,
                  help="live mode: how many nearest live entries each new entry is judged against."),
+    click.option("--max-merged-bytes", type=click.IntRange(0), default=None,
+                 help="The longest merged text a merge may write; a longer merge keeps both entries (0: no "
+                      "limit) [default: 1000 in live and strict mode, none in paper mode]."),
     *_pipeline_options,
     click.option("--min-similarity", type=click.FloatRange(-1, 1), default=None,
                  help="Stop proposing pairs below this cosine [default: none, as in the paper]."),
@@ -300,8 +304,8 @@ def pipeline_options(f):
 @click.option("--dry-run", is_flag=True, help="Run on a temporary copy and report; the store is not touched.")
 @click.option("--max-decisions", type=click.IntRange(1), default=None, help="Stop after N decisions (resumable).")
 @json_option
-def compress(db_path, budget, budget_bytes, metric, mode, neighbours, min_similarity, resume, dry_run,
-             max_decisions, as_json, **choices) -> None:
+def compress(db_path, budget, budget_bytes, metric, mode, neighbours, max_merged_bytes, min_similarity, resume,
+             dry_run, max_decisions, as_json, **choices) -> None:
     """Compress the store to its budget (continues an interrupted run).
 
     Without --budget/--budget-bytes the store's standing budget is used
@@ -320,7 +324,8 @@ def compress(db_path, budget, budget_bytes, metric, mode, neighbours, min_simila
     budget_bytes = parse_size(budget_bytes) if budget_bytes is not None else None
     config = pipeline_config(**choices)
     kwargs = dict(config=config, budget=budget, budget_bytes=budget_bytes, metric=metric, mode=mode, resume=resume,
-                  max_decisions=max_decisions, min_similarity=min_similarity, neighbours=neighbours)
+                  max_decisions=max_decisions, min_similarity=min_similarity, neighbours=neighbours,
+                  max_merged_bytes=max_merged_bytes)
     if dry_run:
         with _dry_run_copy(db) as copy:
             report = run_compress(copy, **kwargs)

@@ -66,9 +66,9 @@ def eval_group() -> None:
 @click.option("--merge-min-similarity", type=click.FloatRange(-1, 1), default=None,
               help="memrefine: merge only at or above this cosine [default: the scorer's decision; 0.5 for "
                    "'fact' and GGUF judges].")
-@click.option("--max-merged-bytes", type=click.IntRange(1), default=None,
-              help="The longest merged text a merge may write; a longer merge keeps both entries [default: the "
-                   "mode's].")
+@click.option("--max-merged-bytes", type=click.IntRange(0), default=None,
+              help="The longest merged text a merge may write; a longer merge keeps both entries (0: no limit) "
+                   "[default: 1000 in live and strict mode, none in paper mode].")
 @click.option("--merger", type=click.Choice(["llm", "concat"]), default="concat", show_default=True,
               help="concat: deterministic, fact-keeping merge (as `memrefine compress` without --merge-model); "
                    "llm: merges written by the judge model, checked by the merge guard.")

@@ -28,6 +28,10 @@ Budget modes (:class:`~memrefine_edge.core.Mode`):
     (:class:`~memrefine_edge.index.LocalPairs`); pairs judged before are never
     proposed again. A merge must free ``min_merge_saving`` of the shorter
     entry's text. Then deferred deletes, then eviction as in ``strict``.
+    In ``live`` and ``strict`` mode a merged text may be at most
+    ``max_merged_bytes`` long (default 1,000 bytes; 0: no limit), else the
+    pair is preserved (source ``length``): an entry a small reader context
+    takes whole, which eviction need not drop with many facts at once.
 ``paper``
     The paper's algorithm: every pair, most similar first. Stop when the
     budget is met or when no candidate pair (and no deferred delete) is
@@ -91,6 +95,9 @@ COMMIT_WINDOW_S = 0.05
 
 #: Live mode's default ``min_merge_saving``: a merge must free a tenth of the shorter entry's text.
 LIVE_MIN_MERGE_SAVING = 0.1
+#: Live and strict mode's default ``max_merged_bytes``: a merged entry fits a 1,000-byte reader context whole
+#: (the smaller context the evaluation reads; set from it, not fitted: see docs/budgets.md).
+HARD_MAX_MERGED_BYTES = 1000
 
 
 class Compressor:
@@ -189,11 +196,13 @@ class Compressor:
             raise ConfigurationError(f"min_merge_saving must be a share in [0, 1], got {min_merge_saving!r}")
         #: The share of the shorter entry's text a merge must free, else the pair is preserved.
         self.min_merge_saving = float(min_merge_saving)
-        if max_merged_bytes is not None and (isinstance(max_merged_bytes, bool) or not isinstance(
-                max_merged_bytes, int) or max_merged_bytes < 1):
-            raise ConfigurationError(f"max_merged_bytes must be a positive number of bytes, got {max_merged_bytes!r}")
+        if max_merged_bytes is None:
+            max_merged_bytes = 0 if self.mode is Mode.PAPER else HARD_MAX_MERGED_BYTES
+        if isinstance(max_merged_bytes, bool) or not isinstance(max_merged_bytes, int) or max_merged_bytes < 0:
+            raise ConfigurationError(f"max_merged_bytes must be a whole number of bytes (0: no limit), got "
+                                     f"{max_merged_bytes!r}")
         #: The longest merged text (UTF-8 bytes) a merge may write, else the pair is preserved (None: no limit).
-        self.max_merged_bytes = max_merged_bytes
+        self.max_merged_bytes: int | None = max_merged_bytes or None
         self.progress = progress
         self.embed_progress = embed_progress
         self.vacuum = vacuum

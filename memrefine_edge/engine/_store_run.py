@@ -55,12 +55,13 @@ def compress_store(db: Path, *, budget: float | None = None, budget_bytes: int |
                    backends: Backends | None = None, resume: bool = False, max_decisions: int | None = None,
                    min_similarity: float | None = None, progress: Callable[[Progress], None] | None = None,
                    embed_progress: Callable[[int, int], None] | None = None,
-                   store_options: dict[str, Any] | None = None, encoder: "Encoder | None" = None) -> StoreRun:
+                   store_options: dict[str, Any] | None = None, encoder: "Encoder | None" = None,
+                   max_merged_bytes: int | None = None) -> StoreRun:
     """Compress the store at ``db`` (which must exist) to its budget, continuing an interrupted run.
 
     ``budget`` (a ratio of the size now) or ``budget_bytes``; neither: the
-    store's standing budget (a :class:`BudgetError` if it has none). ``mode``
-    and ``neighbours`` as :class:`Compressor` takes them (default: live mode).
+    store's standing budget (a :class:`BudgetError` if it has none). ``mode``,
+    ``neighbours`` and ``max_merged_bytes`` as :class:`Compressor` takes them (default: live mode).
     ``config``/``backends`` assemble the pipeline (:func:`build`;
     ``encoder``: one already loaded, to share between calls, instead of a new one);
     ``store_options`` go to :class:`MemoryStore` (``max_file_bytes``,
@@ -88,7 +89,7 @@ def compress_store(db: Path, *, budget: float | None = None, budget_bytes: int |
             budget = None
         comp = Compressor(store, encoder=parts.encoder, method=parts.method, merger=parts.merger,
                           metric=metric or "json", mode=mode, neighbours=neighbours, min_similarity=min_similarity,
-                          progress=progress,
+                          max_merged_bytes=max_merged_bytes, progress=progress,
                           embed_progress=embed_progress)
         # A new standing budget is recorded only once the run is accepted, with the run's start: a
         # call refused or failed before it (a broken model file, an interrupted run with another

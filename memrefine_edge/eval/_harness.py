@@ -99,7 +99,7 @@ class EvalConfig:
     merger: str = "concat"  # "concat" (deterministic, no LLM; the compress default) or "llm" (the judge model)
     judge_model: str | None = None  # as --judge-model: None/"none" (the redundancy scorer), "fact", "bundled" or a GGUF
     merge_min_similarity: float | None = None  # the judge's (methods that use one); None: the judge's default
-    max_merged_bytes: int | None = None  # the compressor's cap on a merged text (None: none)
+    max_merged_bytes: int | None = None  # the compressor's cap on a merged text (None: the mode's; 0: none)
     #: Per method name, the options it declares (``{"rulesim": {"tau": 0.9}}``), checked from the registry.
     method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     answer_model: str | None = None

@@ -301,9 +301,27 @@ def test_a_merge_longer_than_max_merged_bytes_is_a_preserve(tmp_path):
     assert report.actions == {"preserve": 3} and report.sources == {"length": 3}
     assert sorted(e.id for e in store.entries()) == ["a", "b", "c"]
     assert store.journal.run(report.run_id).params["max_merged_bytes"] == longest + 10
-    uncapped = Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(), mode="paper")
-    assert uncapped.max_merged_bytes is None
-    for bad in (0, -5, True, 1.5, "900"):
+    # paper mode reproduces the paper: no limit; live and strict: 1,000 bytes; 0 asks for none
+    assert Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(),
+                      mode="paper").max_merged_bytes is None
+    for mode in ("live", "strict"):
+        assert Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(),
+                          mode=mode).max_merged_bytes == 1000
+        assert Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(), mode=mode,
+                          max_merged_bytes=0).max_merged_bytes is None
+    for bad in (-5, True, 1.5, "900"):
         with pytest.raises(ConfigurationError, match="max_merged_bytes"):
             Compressor(store, encoder=HashEncoder(), method=MergeAll(), merger=ConcatMerger(), max_merged_bytes=bad)
     store.close()
+
+
+def test_the_command_line_takes_max_merged_bytes(tmp_path):
+    import json
+
+    out = compress_cli(tmp_path, "--budget", "0.5", "--max-merged-bytes", "0", "--json")
+    assert out.exit_code == 0, out.output
+    with MemoryStore(tmp_path / "m.db") as store:
+        run = store.journal.run(json.loads(out.stdout)["run_id"])
+        assert run.params["max_merged_bytes"] is None  # 0: no limit
+    bad = compress_cli(tmp_path, "--budget", "0.5", "--max-merged-bytes", "-1")
+    assert bad.exit_code == 2 and "max-merged-bytes" in bad.output
