@@ -60,6 +60,7 @@ from ._refusals import read_refusal, refusal
 from ._schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
 from ._search_index import SearchIndex
 from ._sizes import SizesMixin
+from ._uses import UsesMixin
 from ._vectors import VectorsMixin
 
 __all__ = ["MemoryStore", "PAGE_SIZE"]
@@ -71,7 +72,7 @@ _PAGE_SIZES = tuple(1 << n for n in range(9, 17))
 STRING_CACHE = 4096
 
 
-class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
+class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin, UsesMixin):
     """A memory store in one SQLite file.
 
     ``MemoryStore(path)`` opens (and creates, unless ``create=False``) the
@@ -110,6 +111,10 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
     row (about 1 KB with its embedding) spills into overflow pages that SQLite
     fills completely, where larger pages would hold one or two rows and leave
     the rest empty.
+
+    ``record_uses`` (default True; always off read-only): each entry a
+    :meth:`search` returns counts one use, written with the connection's next
+    write or its close (:meth:`uses`, :mod:`~memrefine_edge.store._uses`).
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
         max_file_bytes: int | None = None,
         synchronous: str = "NORMAL",
         page_size: int = 0,
+        record_uses: bool = True,
         _new_file: bool = False,
     ) -> None:
         page_size = page_size or PAGE_SIZE
@@ -138,6 +144,9 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
         self.max_file_bytes = max_file_bytes
         #: Opened read-only: nothing is written to the file (a write raises).
         self.read_only = read_only
+        #: Whether searches on this connection count as uses of what they return (store._uses).
+        self.record_uses = bool(record_uses) and not read_only
+        self._uses_pending: dict[str, list[int]] = {}
         check_path_kind(self.path)  # a folder, a FIFO, a device: refused before anything opens it
         if not _new_file:
             if not self.path.exists():
@@ -216,6 +225,10 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
         for hook in list(self.before_close):
             hook(self)
         if not self.read_only:
+            try:
+                self._flush_uses()
+            except Exception:  # noqa: BLE001 - uses are a signal: closing must not fail for them
+                pass
             if self._file.change() is not None:
                 self._release_log()
             else:
@@ -326,6 +339,7 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
             self._in_tx = True
             try:
                 yield
+                self._write_uses()
                 self._before_commit()
                 conn.execute("COMMIT")
             except BaseException as exc:
@@ -375,6 +389,7 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin):
         try:
             if not conn.in_transaction:  # SQLITE_FULL may have rolled everything back already
                 return False
+            self._write_uses()
             self._before_commit()
             conn.execute("COMMIT")
             return True

@@ -521,10 +521,14 @@ class RunJournal:
                 (a_id, b_id, a_id, b_id),
             )
         ]
+        sources = [r[0] for r in conn.execute("SELECT seq FROM entries WHERE id IN (?, ?)", (a_id, b_id))]
         self._remove(run_id, step, a_id, 0)
         self._remove(run_id, step, b_id, 1)
         self._store.add(merged, unknown_links="drop")
         self._store.set_embedding(merged.id, embedding, model_id)
+        # The merged entry was used as often as its two entries together (migration 0014).
+        conn.execute("INSERT INTO uses (seq, hits, last) SELECT (SELECT seq FROM entries WHERE id = ?), SUM(hits),"
+                     " MAX(last) FROM uses WHERE seq IN (?, ?) HAVING COUNT(*) > 0", (merged.id, *sources))
         redirected = []
         for src in incoming:
             next_ord = conn.execute("SELECT COALESCE(MAX(ord) + 1, 0) FROM links WHERE src = ?", (src,)).fetchone()[0]
@@ -636,6 +640,7 @@ class RunJournal:
             # Pairs naming an entry that is neither live nor in the history left: never proposed again.
             kept = "(SELECT seq FROM entries UNION ALL SELECT seq FROM removals)"
             conn.execute(f"DELETE FROM preserves WHERE a NOT IN {kept} OR b NOT IN {kept}")
+            conn.execute(f"DELETE FROM uses WHERE seq NOT IN {kept}")
         self._store.vacuum()
         return n
 

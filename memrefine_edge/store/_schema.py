@@ -553,6 +553,16 @@ MIGRATIONS: list[Migration] = [
             LEFT JOIN strings sm ON sm.num = d.made;
         """,
     ),
+    Migration(
+        "0014_uses",
+        """
+        -- What searches returned (store._uses): per entry, by its insertion number, how many
+        -- searches on a read-write connection returned it and when the last one did (unix
+        -- seconds). A merged entry starts with the sum of its entries' counts; a removed entry's
+        -- row stays while the undo history keeps the entry and goes with purge-history.
+        CREATE TABLE uses (seq INTEGER PRIMARY KEY, hits INTEGER NOT NULL, last INTEGER NOT NULL);
+        """,
+    ),
 ]
 
 
