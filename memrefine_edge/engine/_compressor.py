@@ -60,6 +60,7 @@ from memrefine_edge.core import (
     BudgetError,
     CompressionReport,
     ConfigurationError,
+    EntryNotFoundError,
     Metric,
     Mode,
     Progress,
@@ -378,7 +379,8 @@ class Compressor:
         release_free_memory()  # what the run's queue left in the allocator (see memrefine_edge.core._memory)
         llm_calls = self.method.llm_calls - llm_calls_before
         removed = journal.removed_bytes(run_id)  # the run's decisions are all made: read once
-        report = self._report(plan, state, stop, actions, sources, llm_calls, clock, removed)
+        mark = self._judged_mark(plan, state, stop)  # as final: computed once, reported each time
+        report = self._report(plan, state, stop, actions, sources, llm_calls, clock, removed, mark)
         if not stop.resumable:  # a run stopped by max_decisions stays resumable
             journal.finish_run(run_id, report.as_dict())
             # Deletes and merges left pages part-empty: pack the file when that pays (MemoryStore.compact).
@@ -391,7 +393,7 @@ class Compressor:
             # report of another length can move the file across a page: measure again until it holds still.
             for _ in range(4):
                 written = report
-                report = self._report(plan, state, stop, actions, sources, llm_calls, clock, removed)
+                report = self._report(plan, state, stop, actions, sources, llm_calls, clock, removed, mark)
                 journal.finish_run(run_id, report.as_dict())
                 if report.after == written.after:
                     break
@@ -453,9 +455,10 @@ class Compressor:
 
     def _report(self, plan: RunPlan, run: RunState | None, stop: StopReason, actions: Counter[str],
                 sources: Counter[str], llm_calls: int, clock: dict[str, float],
-                removed: dict[str, int] | None = None) -> CompressionReport:
+                removed: dict[str, int] | None = None, judged_mark: int | None = None) -> CompressionReport:
         """The report of ``plan``'s run (``run``: its state in this session; None when no run was recorded;
-        ``removed``: the bytes its decisions removed, by action)."""
+        ``removed``: the bytes its decisions removed, by action; ``judged_mark``: its
+        :meth:`_judged_mark`)."""
         after = self._sizes()
         outsiders = run.outsiders.bytes() if run is not None else 0
         return CompressionReport(
@@ -467,7 +470,7 @@ class Compressor:
             seconds={k: round(v, 3) for k, v in clock.items()},
             added_during_run={"entries": len(run.outsiders.sizes), "bytes": outsiders} if run is not None else {},
             deferred_taken=run.deferred_taken if run is not None else 0,
-            judged_through_seq=self._judged_mark(plan, run, stop),
+            judged_through_seq=judged_mark,
             removed_bytes=dict(removed or {}),
         )
 
@@ -477,9 +480,14 @@ class Compressor:
         further than before."""
         if run is None or plan.mode is not Mode.LIVE:
             return None
-        before = self._judged_through(run.run_id)
+        before = run.changed_after  # the mark the run started from (_judged_through, read once)
         if run.cut_short is not None:  # up to the first entry it left not fully judged: the next pass's
-            left = [self.store.seq_of(i) for i in run.cut_short if i in self.store]
+            left = []
+            for entry_id in run.cut_short:
+                try:
+                    left.append(self.store.seq_of(entry_id))
+                except EntryNotFoundError:  # evicted since: nothing left to judge of it
+                    continue
             return max(before, min([run.outsiders.start_seq, *(s - 1 for s in left)]))
         judged_all = run.actions["evict"] > 0 or stop.out_of_candidates or stop in (
             StopReason.BUDGET_MET_BY_DEFERRED, StopReason.BUDGET_MET_BY_EVICTION_LIVE, StopReason.NO_ENTRY_FITS)
