@@ -386,8 +386,9 @@ class RunJournal:
 
     # --- applying decisions --------------------------------------------------
 
-    def _remove(self, run_id: str, step: int, entry_id: str, nth: int = 0) -> None:
-        """Remove an entry, keeping in the undo history what undo restores (``nth``: its place in the step).
+    def _remove(self, run_id: str, step: int, entry_id: str, nth: int = 0) -> int:
+        """Remove an entry, keeping in the undo history what undo restores (``nth``: its place in the step);
+        returns its insertion number.
 
         Kept: every field of the row but the content hash (recomputed from the content) and the
         embedding (1,536 bytes at 384 float32 dimensions, often more than the entry: an entry undo
@@ -407,6 +408,7 @@ class RunJournal:
                      (_history_key(self._run_num(run_id), step, nth), seq, kept_id,
                       *(pack_field(f) for f in fields), json_bytes, pack_field(packed) if links else None))
         self._store.remove(entry_id)
+        return int(seq)
 
     def _record(
         self,
@@ -521,9 +523,7 @@ class RunJournal:
                 (a_id, b_id, a_id, b_id),
             )
         ]
-        sources = [r[0] for r in conn.execute("SELECT seq FROM entries WHERE id IN (?, ?)", (a_id, b_id))]
-        self._remove(run_id, step, a_id, 0)
-        self._remove(run_id, step, b_id, 1)
+        sources = (self._remove(run_id, step, a_id, 0), self._remove(run_id, step, b_id, 1))
         self._store.add(merged, unknown_links="drop")
         self._store.set_embedding(merged.id, embedding, model_id)
         # The merged entry was used as often as its two entries together (migration 0014).
