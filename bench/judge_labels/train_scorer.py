@@ -233,12 +233,16 @@ def main() -> int:
                     help="run the selection and print it; write neither the weights nor the results file")
     ap.add_argument("--skip-paper", action="store_true",
                     help="with --cv-only: print the cross-validated finalists without running them in paper mode")
-    ap.add_argument("--sets", default="v1,v2", help="the label sets whose tune parts are used [default: v1,v2]")
+    ap.add_argument("--sets", default="v1,v2", help="the label sets used [default: v1,v2]")
+    ap.add_argument("--parts", choices=("tune", "all"), default="all",
+                    help="tune: the sets' tune parts only; all: their test parts too, each already scored once, "
+                         "so that bench/judge_labels_v3 (never trained or chosen on) is the held-out evidence "
+                         "[default: all]")
     args = ap.parse_args()
     sets = [x for x in args.sets.split(",") if x]
     if not sets or set(sets) - {"v1", "v2"} or "v1" not in sets:
         ap.error("--sets: v1 or v1,v2 (the paper-mode step runs on the first set's tune conversations)")
-    rows = [r for label_set in sets for r in load("tune", label_set)]
+    rows = [r for label_set in sets for r in load("tune" if args.parts == "tune" else None, label_set)]
     # The scorer learns from every pair the word lists' fast path leaves (classify=False): the small-talk
     # classifier's fast-path deletes find about half the small talk, the rest reaches the scorer.
     learn = [r for r in rows if fast_path(r["a"], r["b"], classify=False) is None]
@@ -289,12 +293,13 @@ def main() -> int:
     chosen = max(finalists, key=lambda c: (c["paper"]["0.5"]["budget_met"], -c["paper"]["0.3"]["ratio_json"],
                                            c["ideal_accuracy"]))
     best, min_delete, min_merge = chosen["l2"], chosen["min_delete_probability"], chosen["min_merge_probability"]
-    out = {"trained_on": "tune", "sets": sets, "conversations": convs, "groups": groups, "pairs": len(rows),
+    out = {"trained_on": args.parts, "sets": sets, "conversations": convs, "groups": groups, "pairs": len(rows),
            "pairs_reaching_scorer": len(learn),
            "cv": cv, "finalists": finalists, "chosen": chosen, "max_fact_losing": MAX_FACT_LOSING,
            "machine": machine_info(__version__),
            "command": "python bench/judge_labels/train_scorer.py" + ("" if sets == ["v1", "v2"] else
-                                                                     f" --sets {','.join(sets)}")}
+                                                                     f" --sets {','.join(sets)}")
+           + ("" if args.parts == "all" else f" --parts {args.parts}")}
     print(f"chose l2={best:g}, min_delete_probability={min_delete:g}, min_merge_probability={min_merge:g}, "
           f"refused_delete={chosen['refused_delete']}: "
           f"cross-validated accuracy "
@@ -304,7 +309,8 @@ def main() -> int:
         weights = fit(x, y, best)
         weights.update({"min_delete_probability": min_delete, "min_merge_probability": min_merge,
                         "refused_delete": chosen["refused_delete"],
-                        "trained_on": "tune parts: bench/judge_labels (" + ", ".join(convs) + ")"
+                        "trained_on": ("tune parts" if args.parts == "tune" else "tune and test parts")
+                        + ": bench/judge_labels (" + ", ".join(convs) + ")"
                         + (", bench/judge_labels_v2 (" + ", ".join(g for g in groups if g not in convs) + ")"
                            if "v2" in sets else ""),
                         "pairs": len(learn), "cv_ideal_accuracy": chosen["ideal_accuracy"],
