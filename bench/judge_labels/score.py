@@ -2,13 +2,16 @@
 
     python bench/judge_labels/score.py [--split test|tune|all]
     python bench/judge_labels/score.py --set v2 --split tune   # the second set (bench/judge_labels_v2/)
+    python bench/judge_labels/score.py --set v3                # the third set, all test (bench/judge_labels_v3/)
 
 The judge is the product's default judge (``--judge scorer``: fast path, redundancy scorer, fact checks)
 or the word-coverage fact judge (``--judge fact``). A decision is ``delete_a``/``delete_b``/``merge``/
 ``preserve``; it matches an ideal ``delete_any`` when it deletes either side. Writes
 bench/results/judge_labels_<judge>_<split>.json, for the second set
-bench/results/judge_labels_v2_<split>.json (the scorer) or judge_labels_v2_<judge>_<split>.json. The
-second set's test part is scored once per judge decided on without it; its default split is tune.
+bench/results/judge_labels_v2_<split>.json (the scorer) or judge_labels_v2_<judge>_<split>.json, for the
+third bench/results/judge_labels_v3_test.json with each pair's decision. The second set's test part is
+scored once per judge decided on without it; its default split is tune. The third set is a test part only,
+never trained or chosen on: score it once per judge.
 """
 
 from __future__ import annotations
@@ -34,20 +37,21 @@ from memrefine_edge.judging import default_judge  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("v1", "v2"), default="v1", dest="label_set",
-                    help="v1: bench/judge_labels (LoCoMo pairs); v2: bench/judge_labels_v2 (synthetic stores, swaps)")
+    ap.add_argument("--set", choices=("v1", "v2", "v3"), default="v1", dest="label_set",
+                    help="v1: bench/judge_labels (LoCoMo pairs); v2, v3: bench/judge_labels_v2, _v3 (synthetic "
+                         "stores, swaps)")
     ap.add_argument("--split", choices=("test", "tune", "all"), default=None,
-                    help="default: test for v1, tune for v2")
+                    help="default: test for v1 and v3, tune for v2")
     ap.add_argument("--judge", choices=("scorer", "fact"), default="scorer",
                     help="scorer: the learned redundancy scorer behind the fact checks; fact: the word-coverage "
                          "fact judge and guard")
     ap.add_argument("--merge-min-similarity", type=float, default=None,
                     help="the guard's merge threshold [default: the product's]; tune it on --split tune only")
     args = ap.parse_args()
-    v2 = args.label_set == "v2"
+    v2 = args.label_set in ("v2", "v3")  # the synthetic sets: the pairs carry their text
     if args.split is None:
-        args.split = "tune" if v2 else "test"
-    folder = REPO / "bench" / "judge_labels_v2" if v2 else HERE
+        args.split = "tune" if args.label_set == "v2" else "test"
+    folder = REPO / "bench" / f"judge_labels_{args.label_set}" if v2 else HERE
     pairs = {r["id"]: r for r in map(json.loads, (folder / "pairs.jsonl").read_text(encoding="utf-8").splitlines())}
     labels = [r for r in map(json.loads, (folder / "labels.jsonl").read_text(encoding="utf-8").splitlines())
               if args.split == "all" or r["split"] == args.split]
@@ -61,6 +65,7 @@ def main() -> int:
     by_ideal: Counter[str] = Counter()
     confusion: Counter[tuple[str, str]] = Counter()
     redundant, distinct = [], []
+    decided = []
     for lab in labels:
         a, b = text(pairs[lab["id"]], "a"), text(pairs[lab["id"]], "b")
         va, vb = encoder.embed([a, b])
@@ -69,6 +74,8 @@ def main() -> int:
         action = f"delete_{d.target}" if d.action == "delete" else d.action
         ideal = lab["ideal"]
         match, acceptable, lost = outcome(action, lab)
+        decided.append({"id": lab["id"], "action": action, "source": d.source, "ideal": ideal,
+                        "acceptable": bool(acceptable), "fact_losing": bool(lost)})
         hits += match
         ok += acceptable
         losing += lost
@@ -89,7 +96,7 @@ def main() -> int:
                            "fact_losing_rate": round(c["fact_losing"] / c["pairs"], 4)} for k, c in by_kind.items()},
            "ideal_counts": dict(by_ideal), "confusion": {f"{i} -> {a}": c for (i, a), c in sorted(confusion.items())},
            "machine": machine_info(__version__), "command": "python bench/judge_labels/score.py"
-           + (" --set v2" if v2 else "") + f" --judge {args.judge} --split {args.split}"
+           + (f" --set {args.label_set}" if v2 else "") + f" --judge {args.judge} --split {args.split}"
            + (f" --merge-min-similarity {args.merge_min_similarity}" if args.merge_min_similarity is not None else "")}
     print(json.dumps({k: out[k] for k in ("split", "pairs", "ideal_accuracy", "acceptable_rate", "fact_losing_rate",
                                           "cosine_auc_redundant_vs_not")}))
@@ -98,9 +105,11 @@ def main() -> int:
     for k, c in out["confusion"].items():
         print(f"  {k}: {c}")
     suffix = f"_mms{args.merge_min_similarity:g}" if args.merge_min_similarity is not None else ""
+    if args.label_set == "v3":
+        out["decisions"] = decided
     if v2:
-        name = (f"judge_labels_v2_{args.split}" if args.judge == "scorer"
-                else f"judge_labels_v2_{args.judge}_{args.split}")
+        name = (f"judge_labels_{args.label_set}_{args.split}" if args.judge == "scorer"
+                else f"judge_labels_{args.label_set}_{args.judge}_{args.split}")
     else:
         name = f"judge_labels_{args.judge}_{args.split}"
     write_json(REPO / "bench" / "results" / f"{name}{suffix}.json", out)
