@@ -2,22 +2,25 @@
 
     python bench/audit_decisions.py sample             # compress the test stores, write the sample
     python bench/audit_decisions.py report             # the rates and examples, from the labels
-    python bench/audit_decisions.py sample --split tune --out audit-tune.jsonl   # for development (outside the repo)
+    python bench/audit_decisions.py sample --set v2 --split tune --out audit-tune.jsonl   # for development
 
-``sample`` imports each source store of the second label set (``bench/judge_labels_v2/sources/``; the
-*test* stores by default: facts, notes, turns and session summaries that no choice was made on) with
-``memrefine import --format jsonl`` into a fresh store, compresses a copy of it with the default pipeline
-(``memrefine compress``, paper mode) to 50% of its json size and another copy to 30%, and reads each run's
-audit log. Of each run it samples, seeded, up to ``--deletes`` deletes and ``--merges`` merges (of the 30%
-run, only decisions the 50% run did not take: where paper mode runs out of candidate pairs before 50%, the
-30% run takes the same decisions), and writes
+``sample`` imports each source store of a label set (``--set v3``, the default: the ten stores of
+``bench/judge_labels_v3/sources/``, facts, notes, observations, turns and session summaries that no choice
+was made on; ``--set v2``: the second set's stores of ``--split``) with ``memrefine import --format
+jsonl`` into a fresh store, compresses a copy of it with the default pipeline (``memrefine compress``, in
+its default mode unless ``--mode`` says otherwise) to 50% of its json size and another copy to 30%, and
+reads each run's audit log. Of each run it samples, seeded, up to ``--deletes`` deletes and ``--merges``
+merges (of the 30% run, only decisions the 50% run did not take: where paper mode runs out of candidate
+pairs before 50%, the 30% run takes the same decisions), and writes
 them with their texts (the stores are synthetic, so the texts may be committed) to
 ``bench/results/audit_decisions.jsonl``: for a delete the deleted and the kept entry, and the entries
 left in the store at the end of that run that share the most words with the deleted one (a fact-losing
 delete loses a fact the store holds nowhere else); for a merge both entries and the merged text.
 
 ``report`` reads the labels (``bench/results/audit_decisions_labels.jsonl``: ``key``, ``fact_losing``
-true or false, ``lost``: what is gone, ``note``), one per sampled decision, and writes
+true or false, ``lost``: what is gone, ``note``), one per sampled decision -- or, when the two labelling
+passes ``audit_decisions_labels_a.jsonl`` and ``_b.jsonl`` are there, their agreement and the stricter
+reading of each decision (fact-losing when either pass says so), written to that file -- and writes
 ``bench/results/audit_decisions.md``: the fact-losing share of the sampled deletes and the lossy share of
 the sampled merges, overall, per budget and per store kind, with every fact-losing decision quoted.
 """
@@ -38,34 +41,35 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-V2 = REPO / "bench" / "judge_labels_v2"
+SETS = {"v2": REPO / "bench" / "judge_labels_v2", "v3": REPO / "bench" / "judge_labels_v3"}
 SAMPLE = REPO / "bench" / "results" / "audit_decisions.jsonl"
 LABELS = REPO / "bench" / "results" / "audit_decisions_labels.jsonl"
 REPORT = REPO / "bench" / "results" / "audit_decisions.md"
 BUDGETS = (0.5, 0.3)
 #: How the committed sample was drawn and labelled (the report's first paragraph).
 METHOD = (
-    "The sample: the default pipeline (this commit's judge) on the eight test stores of "
-    'bench/judge_labels_v2 (facts, notes, turns, session summaries; no choice was made on them), each '
-    'compressed from its base to 50% and, separately, to 30% of its json size in paper mode; up to 6 '
-    'deletes and 4 merges sampled per run (seed 44; `sample --deletes 6 --merges 4`). Paper mode stopped '
-    'the facts, notes and summaries stores at 63-77% of their size, where the candidate pairs ran out, so'
-    ' their 30% runs took the same decisions and add none; the two turn stores reached 49% at 50% and '
-    '35-41% at 30%. The labels (audit_decisions_labels.jsonl): one careful labelling pass, by the author '
-    'of the change, reading each delete beside the kept entry and the two remaining entries that share '
-    'the most words with the deleted one, and each merge beside both entries; under ../shared/docs/judge-'
-    'labelling.md, a delete is fact-losing when the deleted entry holds a fact the store keeps nowhere '
-    'else, a merge lossy when the merged text drops a fact of either entry. A second, independent pass '
-    'was not made. These stores are synthetic: the rates are not comparable one to one with the read of '
-    'LoCoMo stores that motivated the audit (5 of 40 deletes, 2 of 30 merges).'
+    "The sample: the default pipeline (compress in its default mode, live) on the ten stores of "
+    "bench/judge_labels_v3 (facts, notes, observations, turns, session summaries; written after the judge's "
+    "last choice, no choice made on them), each compressed from its base to 50% and, separately, to 30% of "
+    "its json size; every delete and merge of each run (`sample --deletes 40 --merges 40`, seed 44). A live "
+    "run judges each entry against its nearest neighbours and then evicts, so the 30% runs took the same "
+    "deletes and merges as the 50% runs and add none (the rest of the way is eviction, not audited here). "
+    "Each delete is read beside the kept entry and the two entries left in the store that share the most "
+    "words with the deleted one; each merge beside both entries. Under ../shared/docs/judge-labelling.md, a "
+    "delete is fact-losing when the deleted entry holds a fact none of those states, a merge lossy when the "
+    "merged text drops a fact of either entry or binds it to the wrong person or thing. The stores are "
+    "synthetic: the rates are not comparable one to one with the read of LoCoMo stores that motivated the "
+    "audit (5 of 40 deletes, 2 of 30 merges)."
 )
 
 
-def _stores(split: str) -> list[str]:
-    sys.path.insert(0, str(V2))
+def _stores(label_set: str, split: str) -> list[str]:
+    names = sorted(p.stem for p in (SETS[label_set] / "sources").glob("*.jsonl"))
+    if label_set == "v3":  # a test part only
+        return names if split == "test" else []
+    sys.path.insert(0, str(SETS["v2"]))
     from make_pairs import TUNE  # the second label set's split by source
 
-    names = sorted(p.stem for p in (V2 / "sources").glob("*.jsonl"))
     return [n for n in names if (n in TUNE) == (split == "tune")]
 
 
@@ -86,12 +90,12 @@ def _words(text: str) -> set[str]:
     return set(f.words) | set(f.names) | set(f.numbers) | set(f.dates)
 
 
-def _run(name: str, work: Path) -> list[dict]:
+def _run(name: str, work: Path, label_set: str, mode: str | None) -> list[dict]:
     """Import one source store, compress it to each budget in turn; the decisions with their texts."""
     from memrefine_edge.store import MemoryStore, parse_file
 
     imported = work / f"{name}.db"
-    src = V2 / "sources" / f"{name}.jsonl"
+    src = SETS[label_set] / "sources" / f"{name}.jsonl"
     _cli("import", str(src), "--format", "jsonl", "--db", str(imported), "--embed")
     base = json.loads(_cli("stats", "--db", str(imported), "--json"))["json_bytes"]
     texts = {e.id: e.content for e in parse_file(src, format="jsonl")[0]}
@@ -99,12 +103,13 @@ def _run(name: str, work: Path) -> list[dict]:
     for budget in BUDGETS:
         db = work / f"{name}-{budget:g}.db"
         shutil.copyfile(imported, db)
-        _cli("compress", "--db", str(db), "--budget-bytes", str(int(base * budget)))
+        _cli("compress", "--db", str(db), "--budget-bytes", str(int(base * budget)),
+             *(("--mode", mode) if mode else ()))
         with MemoryStore(db) as store:
             run = store.journal.runs()[-1]
             decisions = store.journal.decisions(run.run_id)
-            for d in decisions:
-                if d.action in ("delete", "merge"):
+            for d in decisions:  # every removed text, evictions' too (a merged entry may be evicted later)
+                if d.action in ("delete", "merge", "evict"):
                     for entry, _seq, _links in store.journal.removed_entries(run.run_id, d.step):
                         texts[entry.id] = entry.content
             live = {e.id: e.content for e in store.entries()}
@@ -136,8 +141,8 @@ def sample(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="memrefine-audit-") as tmp:
-        for name in _stores(args.split):
-            decisions = _run(name, Path(tmp))
+        for name in _stores(args.label_set, args.split):
+            decisions = _run(name, Path(tmp), args.label_set, args.mode)
             seen: set[tuple[str, str, str]] = set()
             for budget in BUDGETS:
                 mine = [r for r in decisions if r["budget"] == budget]
@@ -165,8 +170,36 @@ def _rate(rows: list[dict], labels: dict[str, dict], action: str) -> tuple[int, 
     return sum(labels[r["key"]]["fact_losing"] for r in picked), len(picked)
 
 
+def _passes(rows: list[dict]) -> str:
+    """With two labelling passes beside the labels: write the stricter reading of each decision to the
+    labels file (fact-losing when either pass says so) and return a line on their agreement; else ""."""
+    paths = [LABELS.with_name(LABELS.stem + f"_{p}.jsonl") for p in ("a", "b")]
+    if not all(p.exists() for p in paths):
+        return ""
+    la, lb = ({r["key"]: r for r in map(json.loads, p.read_text(encoding="utf-8").splitlines())} for p in paths)
+    keys = [r["key"] for r in rows]
+    missing = [k for k in keys if k not in la or k not in lb]
+    if missing:
+        raise SystemExit(f"{len(missing)} sampled decisions lack a label of both passes (first: {missing[0]})")
+    out, same = [], 0
+    for k in keys:
+        a, b = la[k], lb[k]
+        same += a["fact_losing"] == b["fact_losing"]
+        pick = a if a["fact_losing"] or not b["fact_losing"] else b
+        note = "; ".join(x for x in (a.get("note"), b.get("note")) if x) if a["fact_losing"] != b["fact_losing"] else \
+            pick.get("note", "")
+        out.append({"key": k, "fact_losing": bool(a["fact_losing"] or b["fact_losing"]), "lost": pick.get("lost", ""),
+                    "note": note, "passes": [bool(a["fact_losing"]), bool(b["fact_losing"])]})
+    LABELS.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out), encoding="utf-8")
+    both = sum(la[k]["fact_losing"] and lb[k]["fact_losing"] for k in keys)
+    return (f"Two independent labelling passes (`audit_decisions_labels_a.jsonl`, `_b.jsonl`) agree on {same} of "
+            f"{len(keys)} decisions ({same / max(1, len(keys)):.1%}); {both} are fact-losing to both. A decision "
+            f"counts as fact-losing when either pass says so (`audit_decisions_labels.jsonl`; `passes`: A, B).")
+
+
 def report(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    agreement = _passes(rows)
     labels = {r["key"]: r for r in map(json.loads, LABELS.read_text(encoding="utf-8").splitlines())}
     missing = [r["key"] for r in rows if r["key"] not in labels]
     if missing:
@@ -176,9 +209,9 @@ def report(args: argparse.Namespace) -> None:
     n = nd + nm
     pct = lambda k, m: f"{k}/{m} ({k / m:.1%})" if m else "0/0"  # noqa: E731
     lines = ["# A read audit of the default pipeline's deletes and merges", "",
-             "Commands:", "", "    python bench/audit_decisions.py sample --deletes 6 --merges 4",
+             "Commands:", "", "    python bench/audit_decisions.py sample --deletes 40 --merges 40",
              "    python bench/audit_decisions.py report",
-             "", args.preamble.strip() if args.preamble else "", "",
+             "", args.preamble.strip() if args.preamble else "", "", agreement, "",
              "| | sampled | fact-losing | share of its kind | share of all sampled decisions |",
              "|---|---|---|---|---|",
              f"| deletes | {nd} | {fd} | {pct(fd, nd)} | {pct(fd, n)} |",
@@ -223,7 +256,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("sample", help="compress the stores and write the sampled decisions")
+    s.add_argument("--set", choices=tuple(SETS), default="v3", dest="label_set",
+                   help="the label set whose source stores are compressed [default: v3]")
     s.add_argument("--split", choices=("test", "tune"), default="test")
+    s.add_argument("--mode", choices=("live", "paper", "strict"), default=None,
+                   help="compress's budget mode [default: compress's own]")
     s.add_argument("--deletes", type=int, default=6, help="deletes sampled per store and budget [default: 6]")
     s.add_argument("--merges", type=int, default=4, help="merges sampled per store and budget [default: 4]")
     s.add_argument("--seed", type=int, default=44)
