@@ -90,21 +90,27 @@ def eval_group() -> None:
 @click.option("--max-seconds", type=float, default=None,
               help="With --stream: stop a conversation's upkeep replay after this many seconds (recorded as not "
                    "finished).")
+@click.option("--searches", type=int, default=None,
+              help="With --stream: before each add, the assistant searches the upkeep store for the new entry's "
+                   "text and takes this many results, so the store records uses [default: 5; 0: no searches].")
+@click.option("--use-weight", type=float, default=None,
+              help="With --stream: eviction's weight of how often searches returned an entry [default: the "
+                   "compressor's].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output folder: results.json, report.md, utility_vs_budget.png, cache/.")
 @json_option
 @click.pass_context
 def eval_locomo(ctx, data, samples, store_kind, text_dir, methods, budgets, context_bytes, qa_limit, no_qa,
                 answer_model, judge_model, merge_min_similarity, max_merged_bytes, merger, chain, metric, mode, seed,
-                threads, keep_stores, stream, max_seconds, out, as_json) -> None:
+                threads, keep_stores, stream, max_seconds, searches, use_weight, out, as_json) -> None:
     """Storage against utility on LoCoMo: answer and evidence recall within a context of C bytes, answer presence,
     evidence recall@10 and QA F1/EM, per method and budget; or, with --stream, a store kept by Upkeep."""
     from memrefine_edge.eval import EvalConfig, run_eval
 
-    if stream or max_seconds is not None:
+    if stream or max_seconds is not None or searches is not None or use_weight is not None:
         _stream(ctx, data=data, samples=samples, store_kind=store_kind, text_dir=text_dir, budgets=budgets,
                 context_bytes=context_bytes, judge_model=judge_model, mode=mode, seed=seed, threads=threads,
-                max_seconds=max_seconds, out=out, as_json=as_json)
+                max_seconds=max_seconds, searches=searches, use_weight=use_weight, out=out, as_json=as_json)
         return
 
     config = EvalConfig(
@@ -136,7 +142,7 @@ _NOT_STREAMED = ("methods", "qa_limit", "answer_model", "merge_min_similarity", 
 
 
 def _stream(ctx: click.Context, *, data, samples, store_kind, text_dir, budgets, context_bytes, judge_model, mode,
-            seed, threads, max_seconds, out, as_json) -> None:
+            seed, threads, max_seconds, searches, use_weight, out, as_json) -> None:
     """``eval locomo --stream``: the streaming evaluation (memrefine_edge.eval.run_stream)."""
     from click.core import ParameterSource
 
@@ -147,7 +153,9 @@ def _stream(ctx: click.Context, *, data, samples, store_kind, text_dir, budgets,
         return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
 
     if not ctx.params["stream"]:
-        raise OptionConflictError("--max-seconds applies to --stream")
+        option = ("--max-seconds" if max_seconds is not None else "--searches" if searches is not None
+                  else "--use-weight")
+        raise OptionConflictError(f"{option} applies to --stream")
     for name in _NOT_STREAMED:
         if given(name):
             raise OptionConflictError(f"--{name.replace('_', '-')} does not apply to --stream")
@@ -156,6 +164,7 @@ def _stream(ctx: click.Context, *, data, samples, store_kind, text_dir, budgets,
         budgets=_budgets(budgets) if given("budgets") else StreamConfig.budgets,
         context_bytes=_sizes(context_bytes), judge_model=judge_model, mode=mode if given("mode") else None,
         seed=seed, threads=threads, max_seconds=max_seconds,
+        searches=StreamConfig.searches if searches is None else searches, use_weight=use_weight,
         command="memrefine " + " ".join(shlex.quote(_shown(a)) for a in sys.argv[1:]),
     )
     results = run_stream(config, backends=current_backends(), log=log)

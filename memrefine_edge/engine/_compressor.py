@@ -32,6 +32,10 @@ Budget modes (:class:`~memrefine_edge.core.Mode`):
     ``max_merged_bytes`` long (default 1,000 bytes; 0: no limit), else the
     pair is preserved (source ``length``): an entry a small reader context
     takes whole, which eviction need not drop with many facts at once.
+    Eviction counts how often searches returned an entry
+    (:meth:`MemoryStore.uses <memrefine_edge.store.MemoryStore.uses>`) with
+    ``use_weight`` (default :data:`~memrefine_edge.engine._eviction.EVICT_USE_WEIGHT`;
+    0: not at all): an entry the assistant keeps finding goes later.
 ``paper``
     The paper's algorithm: every pair, most similar first. Stop when the
     budget is met or when no candidate pair (and no deferred delete) is
@@ -75,7 +79,7 @@ from memrefine_edge.store import MemoryStore, RunLock, resolve_target, stored_em
 
 from ._apply import DecisionPath
 from ._deferred import take_deferred
-from ._eviction import evict_to_budget
+from ._eviction import EVICT_USE_WEIGHT, evict_to_budget
 from ._floor import StrictFloor, require_strict_floor
 from ._identical import take_identical
 from ._pipeline import Backends, PipelineConfig
@@ -158,6 +162,7 @@ class Compressor:
         min_similarity: float | None = None,
         min_merge_saving: float | None = None,
         max_merged_bytes: int | None = None,
+        use_weight: float | None = None,
         progress: Callable[[Progress], None] | None = None,
         embed_progress: Callable[[int, int], None] | None = None,
         method_options: dict[str, Any] | None = None,
@@ -204,6 +209,12 @@ class Compressor:
                                      f"{max_merged_bytes!r}")
         #: The longest merged text (UTF-8 bytes) a merge may write, else the pair is preserved (None: no limit).
         self.max_merged_bytes: int | None = max_merged_bytes or None
+        if use_weight is None:
+            use_weight = EVICT_USE_WEIGHT
+        if isinstance(use_weight, bool) or not (isinstance(use_weight, (int, float)) and 0.0 <= use_weight <= 10.0):
+            raise ConfigurationError(f"use_weight must be a number in [0, 10], got {use_weight!r}")
+        #: Eviction's weight of ln(1 + how often searches returned an entry) (0: uses do not count).
+        self.use_weight = float(use_weight)
         self.progress = progress
         self.embed_progress = embed_progress
         self.vacuum = vacuum
@@ -326,7 +337,8 @@ class Compressor:
                     self.method.name, {**plan.args, "target_bytes": plan.target, "before": plan.before, "k": self.k,
                                        "encoder": self.encoder.model_id, "start_seq": store.max_seq(),
                                        "min_merge_saving": self.min_merge_saving,
-                                       "max_merged_bytes": self.max_merged_bytes},
+                                       "max_merged_bytes": self.max_merged_bytes,
+                                       "use_weight": self.use_weight},
                 )
         elif on_accept is not None:
             on_accept()
@@ -374,7 +386,8 @@ class Compressor:
                              model_id=self.encoder.model_id, commit_window_s=self.commit_window_s,
                              max_decisions=max_decisions, progress=self.progress,
                              neighbours=self.neighbours if plan.mode is Mode.LIVE else None, changed=changed,
-                             changed_after=since, hurry=self.hurry, pause=self.pause)
+                             changed_after=since, hurry=self.hurry, pause=self.pause,
+                             use_weight=float(params.get("use_weight", 0.0)))
             stop = self._loop(state)
         release_free_memory()  # what the run's queue left in the allocator (see memrefine_edge.core._memory)
         llm_calls = self.method.llm_calls - llm_calls_before

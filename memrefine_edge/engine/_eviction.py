@@ -23,6 +23,12 @@ one at a time, each eviction audited, least valuable first:
    last))``), so a long entry that is the only home of many words is not
    taken first for its length, while the share keeps a short entry that
    holds little but its own words.
+   With ``use_weight`` above 0 (:class:`~memrefine_edge.engine._compressor.Compressor`),
+   ``- use_weight * ln(1 + uses)`` joins the value: ``uses`` is how often the
+   store's searches returned the entry (:meth:`MemoryStore.uses
+   <memrefine_edge.store.MemoryStore.uses>`, as written when the run reads
+   them; a merge carries the sum of its entries'), so an entry the assistant
+   keeps finding goes after one it never asked for.
 
 A strict run never empties the store to meet its budget
 (:mod:`memrefine_edge.engine._floor`). Before anything changes, a budget
@@ -65,8 +71,8 @@ from memrefine_edge.text import LastCopies, is_filler, specific_keys
 from ._floor import Keep, StrictFloor, Witnesses
 from ._run import PhaseResult, RunState
 
-__all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "EVICT_COUNT_WEIGHT", "EVICT_SIZE_CAPPED", "Eviction",
-           "evict_to_budget"]
+__all__ = ["EVICT_SIZE_WEIGHT", "EVICT_UNIQUE_WEIGHT", "EVICT_COUNT_WEIGHT", "EVICT_SIZE_CAPPED", "EVICT_USE_WEIGHT",
+           "Eviction", "evict_to_budget"]
 
 
 #: Strict-mode eviction: weight of ln(entry bytes) against the nearest-neighbour cosine
@@ -82,6 +88,10 @@ EVICT_COUNT_WEIGHT = 0.1
 #: Strict-mode eviction under the ``json`` metric: an entry's bytes count only up to the bytes the budget
 #: still needs (a large entry is not evicted for bytes beyond them; measured by bench/eviction_weights.py).
 EVICT_SIZE_CAPPED = True
+#: Strict-mode eviction: the default weight of ln(1 + how often searches returned an entry) (the
+#: Compressor's ``use_weight``; chosen in the streaming evaluation with replayed searches, see
+#: docs/budgets.md).
+EVICT_USE_WEIGHT = 0.0
 
 
 T = TypeVar("T")
@@ -151,6 +161,13 @@ class Eviction:
         self.queue: PairQueue | None = None
         self.pos: dict[str, int] = {}
         self.capped = run.metric == Metric.JSON and EVICT_SIZE_CAPPED
+        # Uses as written when the run starts evicting: constant through the eviction, so the heap's
+        # upper bounds stay bounds (a resumed run reads them again, with any uses written since).
+        self.use_weight = run.use_weight
+        self.use_term: dict[str, float] = {}
+        if self.use_weight > 0:
+            uses = run.store.uses(self.text)
+            self.use_term = {i: self.use_weight * math.log1p(hits) for i, (hits, _last) in uses.items() if hits > 0}
 
     def to_budget(self) -> PhaseResult:
         """Evict until the budget holds: pure filler first (oldest first), then the most redundant entry left."""
@@ -158,7 +175,7 @@ class Eviction:
         for e in self.ours:
             if not run.over():
                 return run.result(since)
-            if is_filler(e.content) and self.may_evict(e.id):
+            if is_filler(e.content, classify=True) and self.may_evict(e.id):
                 self.evict(e.id, "pure filler")
         self.ours = [e for e in self.ours if e.id not in self.gone]
         if not run.over():
@@ -201,7 +218,7 @@ class Eviction:
             # Bytes beyond what the budget still needs free nothing it asks for: an entry counts its
             # size only up to the excess, so a large entry is not evicted for bytes it would lose.
             freed = min(freed, room)
-        value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, freed))
+        value = cos + EVICT_SIZE_WEIGHT * math.log(max(1, freed)) - self.use_term.get(entry_id, 0.0)
         unique = None if room is None else self.only_here(entry_id)
         if unique is not None:
             value -= EVICT_COUNT_WEIGHT * math.log1p(unique[0]) + EVICT_UNIQUE_WEIGHT * unique[0] / max(1, unique[1])

@@ -125,7 +125,8 @@ class RunState:
                  floor: StrictFloor | None, k: int, model_id: str, commit_window_s: float,
                  max_decisions: int | None, progress: Callable[[Progress], None] | None,
                  neighbours: int | None = None, changed: Collection[str] = (), changed_after: int = 0,
-                 hurry: Callable[[], bool] | None = None, pause: Callable[[], None] | None = None) -> None:
+                 hurry: Callable[[], bool] | None = None, pause: Callable[[], None] | None = None,
+                 use_weight: float = 0.0) -> None:
         assert plan.run_id is not None
         self.store, self.plan, self.path, self.outsiders = store, plan, path, outsiders
         self.run_id: str = plan.run_id
@@ -141,6 +142,8 @@ class RunState:
         self.hurry = hurry
         #: Called between blocks of long computations (neighbour lists, scans, word counts; see Compressor).
         self.pause = pause
+        #: Eviction's weight of ln(1 + an entry's uses by searches) (the run's own, recorded in its params).
+        self.use_weight = use_weight
         #: Set when ``hurry`` ended the similar phase: the changed entries it left not fully judged.
         self.cut_short: list[str] | None = None
         self.commit_window_s, self.max_decisions, self.progress = commit_window_s, max_decisions, progress

@@ -238,13 +238,16 @@ def _round(v: float | None, digits: int = 3) -> float | None:
 
 def replay(store: MemoryStore, batches: Iterable[Sequence[Entry]], keeper: Keeper, *, high_bytes: int,
            metric: str = "json", deadline: float | None = None,
-           after_add: Callable[[ReplayStats], None] | None = None) -> ReplayStats:
+           after_add: Callable[[ReplayStats], None] | None = None,
+           before_add: Callable[[Entry], None] | None = None) -> ReplayStats:
     """Add ``batches`` of entries one at a time with ``keeper`` installed; the caller's view of it.
 
     ``deadline`` (a :func:`time.perf_counter` value) stops the replay between two adds once passed:
     the stats then say ``finished=False``. Links to entries no longer in the store are dropped (an
     assistant links to what it still has). ``after_add(stats)`` runs after each add's measurements, with
-    the stats so far (the benchmark interleaves searches there and writes its progress).
+    the stats so far (the benchmark interleaves searches there and writes its progress);
+    ``before_add(entry)`` runs before each add, untimed (the streaming evaluation's assistant searches
+    its memory for the new entry's text there, as an assistant does before it writes).
     """
     stats = ReplayStats(high_bytes=high_bytes)
     started = time.perf_counter()
@@ -255,6 +258,8 @@ def replay(store: MemoryStore, batches: Iterable[Sequence[Entry]], keeper: Keepe
             for entry in batch:
                 if deadline is not None and time.perf_counter() > deadline:
                     return stats
+                if before_add is not None:
+                    before_add(entry)
                 t = time.perf_counter()
                 store.add(entry, unknown_links="drop")
                 stats.add_ms.append((time.perf_counter() - t) * 1000)

@@ -50,6 +50,7 @@ from ._sessions import AGE_BUCKETS, StreamedConversation, age_buckets, stream_co
 
 if TYPE_CHECKING:  # pragma: no cover
     from memrefine_edge.backends import Encoder
+    from memrefine_edge.core import Entry
     from memrefine_edge.engine import Backends, Compressor
     from memrefine_edge.store import MemoryStore
 
@@ -77,6 +78,11 @@ class StreamConfig:
     threads: int = 1
     text_dir: Path | None = None
     max_seconds: float | None = None
+    #: Before each add to the upkeep store, search it for the new entry's text and take this many
+    #: results (0: no searches), so the store records uses as an assistant's would.
+    searches: int = 5
+    #: The upkeep compressor's ``use_weight`` (None: the compressor's default).
+    use_weight: float | None = None
     command: str = ""
 
 
@@ -106,6 +112,12 @@ def validate_stream(config: StreamConfig) -> list[StreamedConversation]:
         raise EvalError(f"--max-seconds must be above 0, got {config.max_seconds!r}")
     if config.threads < 1:
         raise EvalError(f"threads must be >= 1, got {config.threads}")
+    if isinstance(config.searches, bool) or not isinstance(config.searches, int) or config.searches < 0:
+        raise EvalError(f"--searches must be a whole number >= 0, got {config.searches!r}")
+    if config.use_weight is not None and not (isinstance(config.use_weight, (int, float))
+                                              and not isinstance(config.use_weight, bool)
+                                              and 0 <= config.use_weight <= 10):
+        raise EvalError(f"--use-weight must be a number in [0, 10], got {config.use_weight!r}")
     if config.out.exists() and not config.out.is_dir():
         raise EvalError(f"--out {config.out} is a file, not a directory")
     samples = load_samples(config.data)
@@ -213,10 +225,23 @@ class _Stream:
         judge, judge_model = parse_judge_model(self.config.judge_model)  # read as --judge-model reads it
         parts = build(PipelineConfig(method="memrefine", judge=judge, judge_model=judge_model,
                                      threads=self.config.threads), backends=self.backends, encoder=self.encoder)
-        if self.config.mode is None:  # the compressor's default mode, as the docs' example leaves it
-            return Compressor(store, encoder=self.encoder, method=parts.method, merger=parts.merger)
-        return Compressor(store, encoder=self.encoder, method=parts.method, merger=parts.merger,
-                          mode=self.config.mode)
+        options: dict[str, Any] = {}
+        if self.config.mode is not None:  # else the compressor's default mode, as the docs' example leaves it
+            options["mode"] = self.config.mode
+        if self.config.use_weight is not None:
+            options["use_weight"] = self.config.use_weight
+        return Compressor(store, encoder=self.encoder, method=parts.method, merger=parts.merger, **options)
+
+    def searcher(self, store: MemoryStore) -> Callable[[Entry], None] | None:
+        """What the upkeep replay's assistant does before each add: search its memory for the new text."""
+        k = self.config.searches
+        if k <= 0:
+            return None
+
+        def search(entry: Entry) -> None:
+            store.search(entry.content, k, encoder=self.encoder)
+
+        return search
 
     def base(self, conv: _Conv) -> tuple[Path, dict[str, Any]]:
         """The whole conversation added without upkeep: its size, measures and add latency."""
@@ -240,7 +265,8 @@ class _Stream:
             warnings.simplefilter("always", RuntimeWarning)
             keeper = UpkeepKeeper(Upkeep(self.compressor(store), high_bytes=high, low_bytes=low))
             try:
-                stats = replay(store, conv.data.batches, keeper, high_bytes=high, deadline=deadline)
+                stats = replay(store, conv.data.batches, keeper, high_bytes=high, deadline=deadline,
+                               before_add=self.searcher(store))
             finally:
                 keeper.close()
             rec: dict[str, Any] = {**stats.summary(), "sessions_total": len(conv.data.batches),

@@ -40,7 +40,9 @@ Formats (``FORMATS``) and how each maps onto an entry:
     links to missing ids are dropped and counted. ``timestamp`` is the
     timestamp; ``last_accessed``, ``context``, ``tags``, ``category``,
     ``retrieval_count`` and ``evolution_history`` go to metadata; other fields
-    (e.g. a stored embedding) are ignored.
+    (e.g. a stored embedding) are ignored. A note's ``retrieval_count`` (with
+    ``last_accessed``) also starts the store's record of its uses
+    (:meth:`MemoryStore.uses`), which eviction reads.
 ``jsonl``
     One JSON object per line with the entry's fields (``id`` and ``content``
     required; ``keywords``, ``links``, ``timestamps``, ``metadata``,
@@ -57,8 +59,9 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -392,6 +395,25 @@ def _parse_mem0(path: Path) -> _Parsed:
     return _Parsed(entries, Counter())
 
 
+def amem_use(metadata: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(uses, last use in unix seconds)`` from an A-MEM note's ``retrieval_count`` and ``last_accessed``
+    (A-MEM writes ``YYYYMMDDHHMM``; an ISO time is read too, one unreadable or missing gives 0); None when
+    the note counts no retrieval."""
+    count = metadata.get("retrieval_count")
+    if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+        return None
+    stamp, last = metadata.get("last_accessed"), 0
+    if isinstance(stamp, str):
+        for parse in (lambda t: datetime.strptime(t, "%Y%m%d%H%M"), datetime.fromisoformat):
+            try:
+                when = parse(stamp.strip())
+            except ValueError:
+                continue
+            last = max(0, int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()))
+            break
+    return count, last
+
+
 def _parse_amem(path: Path) -> _Parsed:
     data = _read_json(path)
     if isinstance(data, dict) and not any(isinstance(data.get(k), list) for k in ("notes", "memories")):
@@ -554,6 +576,8 @@ def import_file(
     entries, report = parse_file(path, format=format, sample_id=sample_id)
     with store.atomic():
         stored = store.add_many(entries, unknown_links="drop" if drop_unknown_links else "error")
+        if format == "amem":  # A-MEM counts its notes' retrievals: the store's record of use starts there
+            store.add_uses({e.id: use for e in stored if (use := amem_use(e.metadata)) is not None})
         embedded = store.ensure_embeddings(encoder) if encoder is not None else 0
     dropped = sum(len(a.links) - len(b.links) for a, b in zip(entries, stored, strict=True))
     reasons = Counter(dict(report.reasons))

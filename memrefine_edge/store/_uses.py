@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from memrefine_edge.core import EntryNotFoundError, InvalidEntryError, StoreReadOnlyError
 
 __all__ = ["UsesMixin", "FLUSH_AT"]
 
@@ -76,6 +78,32 @@ class UsesMixin:
         if self._uses_pending and not self.read_only and not self._in_tx:
             with self.atomic():
                 pass
+
+    def add_uses(self, uses: Mapping[str, tuple[int, int]]) -> int:
+        """Count uses made elsewhere: ``{id: (uses, last use in unix seconds)}`` of live entries (what an
+        import carries, such as A-MEM's ``retrieval_count`` and ``last_accessed``), added to what the
+        store counted; in the current transaction, or one of their own. Returns the entries counted.
+
+        A count below 0, or an id not in the store, is an error, and nothing is written."""
+        if self.read_only:
+            raise StoreReadOnlyError("the store is open read-only; it records no uses")
+        rows = []
+        for entry_id, use in uses.items():
+            hits, last = use
+            if isinstance(hits, bool) or not isinstance(hits, int) or hits < 0 or isinstance(last, bool) \
+                    or not isinstance(last, int) or last < 0:
+                raise InvalidEntryError(f"uses of {entry_id!r} must be whole numbers >= 0, got {use!r}")
+            if hits:
+                rows.append((hits, last, entry_id))
+        with self._lock, self.atomic():
+            missing = [entry_id for _h, _l, entry_id in rows if entry_id not in self]
+            if missing:
+                raise EntryNotFoundError(f"no entry {missing[0]!r} to count uses of")
+            self._db.conn.executemany(
+                "INSERT INTO uses (seq, hits, last) SELECT seq, ?, ? FROM entries WHERE id = ? "
+                "ON CONFLICT(seq) DO UPDATE SET hits = hits + excluded.hits, last = MAX(last, excluded.last)",
+                rows)
+        return len(rows)
 
     def uses(self, entry_ids: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:
         """``{id: (uses, last use in unix seconds)}`` of live entries a search returned (of ``entry_ids``,

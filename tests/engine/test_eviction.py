@@ -296,3 +296,37 @@ def test_strict_eviction_does_not_take_the_only_home_of_many_words_first_for_its
         assert all({f"{t}-1", f"{t}-2"} & set(store.ids()) for t in topics)  # one twin of each pair stays
         reasons = [d.reason for d in store.journal.decisions() if d.action == "evict"]
         assert len(reasons) == len(topics) and all(", 0 of " in r for r in reasons), reasons  # no word lost
+
+
+@pytest.mark.parametrize("use_weight,searched,expect_gone", [
+    (0.0, "a1", "a1"),   # uses do not count: a1 goes (all it says, its twin says)
+    (0.5, "a1", "a2"),   # the twin searches keep finding stays, the other goes
+    (0.5, None, "a1"),   # no searches: the weight changes nothing
+])
+def test_strict_eviction_keeps_the_entry_searches_keep_finding(tmp_path, use_weight, searched, expect_gone):
+    entries = [Entry(id="a1", content="Ana adopted a grey cat named Luna in May"),
+               Entry(id="a2", content="Ana adopted a grey cat named Luna in May too"),
+               Entry(id="o1", content="Ben ran the Berlin marathon in 3 hours"),
+               Entry(id="o2", content="Cleo bought a red bike for her commute")]
+    with MemoryStore(tmp_path / "s.db") as store:
+        store.add_many(entries)
+        if searched is not None:
+            for _ in range(6):
+                assert store.search(store.get(searched).content, 1, encoder=HashEncoder())[0][0].id == searched
+        target = store.json_bytes() - 10  # one entry of a twin pair must go
+        comp = compressor(store, ScriptedMethod(policy="preserve"), mode="strict", use_weight=use_weight)
+        assert comp.run(budget_bytes=target).budget_met
+        assert _evicted(store) == [expect_gone]
+        run = store.journal.runs()[-1]
+        assert run.params["use_weight"] == use_weight
+
+
+@pytest.mark.parametrize("bad", [-0.1, 11, "1", True, float("nan")])
+def test_a_use_weight_out_of_range_is_refused_before_anything_runs(tmp_path, bad):
+    from memrefine_edge.core import ConfigurationError
+
+    with MemoryStore(tmp_path / "w.db") as store:
+        store.add_many([Entry(id="a", content="Ana adopted a grey cat")])
+        with pytest.raises(ConfigurationError, match="use_weight"):
+            compressor(store, mode="strict", use_weight=bad)
+        assert store.journal.runs() == []

@@ -174,6 +174,10 @@ def test_the_stream_waits_for_a_worker_at_each_session_end(tmp_path):
     ({"samples": ("conv-9",)}, "no sample 'conv-9'"),
     ({"store": "text"}, "the text store needs"),  # no SAMPLE.txt beside the data
     ({"context_bytes": (0,)}, "context sizes must be whole numbers of bytes >= 1"),
+    ({"searches": -1}, "--searches must be a whole number >= 0"),
+    ({"searches": 2.5}, "--searches must be a whole number >= 0"),
+    ({"use_weight": -0.5}, "--use-weight must be a number in"),
+    ({"use_weight": 11.0}, "--use-weight must be a number in"),
 ])
 def test_bad_settings_are_one_clear_error_and_write_nothing(data, tmp_path, change, message):
     out = tmp_path / "out"
@@ -224,6 +228,9 @@ def test_the_command_line_runs_the_stream_and_refuses_what_does_not_apply(data, 
         assert refused.exit_code == 2 and "does not apply to --stream" in refused.output
     cap = _cli("eval", "locomo", "--max-seconds", "5", "--data", str(data), "--out", str(tmp_path / "d"))
     assert cap.exit_code == 2 and "--max-seconds applies to --stream" in cap.output
+    for option, value in (("--searches", "3"), ("--use-weight", "0.2")):
+        alone = _cli("eval", "locomo", option, value, "--data", str(data), "--out", str(tmp_path / "d"))
+        assert alone.exit_code == 2 and f"{option} applies to --stream" in alone.output
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()
 
 
@@ -267,3 +274,30 @@ def test_each_pass_is_credited_with_the_adds_before_its_start(tmp_path):
     # the first pass had the 10 adds before it; the second the 5 after the first started
     assert added_per_pass(store, [first, within, second], seqs) == [10, 0, 5]
     store.close()
+
+
+def test_the_upkeep_replay_searches_before_each_add_and_the_store_records_the_uses(data, tmp_path, monkeypatch):
+    import memrefine_edge.store as store_module
+
+    seen: list[tuple[str, int]] = []
+    uses: dict[str, tuple[int, int]] = {}
+
+    class Recording(MemoryStore):  # what the replay's assistant asks, and how many entries the store held
+        def search(self, query, k=10, *, encoder):
+            seen.append((query, len(self)))
+            return super().search(query, k, encoder=encoder)
+
+        def close(self):
+            if seen and not uses:
+                uses.update(self.uses())
+            super().close()
+
+    monkeypatch.setattr(store_module, "MemoryStore", Recording)  # the stream opens its stores from there
+    results = _run(data, tmp_path / "uses", searches=2)
+    sessions = json.loads(data.read_text(encoding="utf-8"))[0]["conversation"]
+    turns = [t["text"] for n in range(1, 9) for t in sessions[f"session_{n}"]]
+    # One search per add of the upkeep replay, for the entry about to be added, and none elsewhere.
+    assert [q.split(": ", 1)[-1] for q, _ in seen] == turns
+    assert seen[0][1] == 0 and seen[1][1] == 1
+    assert uses and all(hits >= 1 for hits, _last in uses.values())
+    assert results["config"]["searches"] == 2

@@ -99,3 +99,41 @@ def test_many_noted_uses_are_written_without_waiting_for_a_write(tmp_path, monke
     with _store(tmp_path / "u.db") as store:
         store.search("anything", k=4, encoder=HashEncoder())
         assert store._db.conn.execute("SELECT COUNT(*) FROM uses").fetchone()[0] == 4
+
+
+def test_uses_counted_elsewhere_add_to_the_record_and_bad_ones_write_nothing(tmp_path):
+    import pytest
+
+    from memrefine_edge.core import EntryNotFoundError, InvalidEntryError, StoreReadOnlyError
+
+    with _store(tmp_path / "u.db") as store:
+        assert store.add_uses({"e0": (3, 100), "e1": (0, 0)}) == 1  # a zero count counts nothing
+        store.search(FACTS[0], k=1, encoder=HashEncoder())
+        assert store.uses()["e0"][0] == 4 and "e1" not in store.uses()
+        for bad, error in (({"e2": (-1, 0)}, InvalidEntryError), ({"e2": (1.5, 0)}, InvalidEntryError),
+                           ({"e2": (1, 5), "nope": (1, 5)}, EntryNotFoundError)):
+            with pytest.raises(error):
+                store.add_uses(bad)
+            assert "e2" not in store.uses()
+    with MemoryStore(tmp_path / "u.db", read_only=True) as ro, pytest.raises(StoreReadOnlyError):
+        ro.add_uses({"e2": (1, 5)})
+
+
+def test_an_amem_import_starts_the_record_with_each_notes_retrievals(tmp_path):
+    import json
+    from datetime import UTC, datetime
+
+    from memrefine_edge.store import import_file
+
+    notes = [{"id": "n1", "content": "Ana took up kayaking in Lisbon.", "retrieval_count": 7,
+              "last_accessed": "202403051230"},
+             {"id": "n2", "content": "Ben met a chess teacher in Oslo.", "retrieval_count": 0},
+             {"id": "n3", "content": "Caro has sailed around Perth.", "retrieval_count": 2,
+              "last_accessed": "not a time"}]
+    path = tmp_path / "amem.json"
+    path.write_text(json.dumps(notes), encoding="utf-8")
+    with MemoryStore(tmp_path / "a.db") as store:
+        import_file(store, path, format="amem")
+        when = int(datetime(2024, 3, 5, 12, 30, tzinfo=UTC).timestamp())
+        assert store.uses() == {"n1": (7, when), "n3": (2, 0)}
+        assert store.get("n1").metadata["retrieval_count"] == 7  # the note's own fields stay as they were
