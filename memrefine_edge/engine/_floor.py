@@ -44,7 +44,7 @@ def keep_of(store: MemoryStore, entry_id: str, metric: str, target: int, *, embe
             else store.solo_size(entry_id, metric, embedding_bytes=embedding_bytes))
     if solo > target:
         return Keep.NONE
-    return Keep.FILLER if is_filler(entry.content) else Keep.ENTRY
+    return Keep.FILLER if is_filler(entry.content, classify=True) else Keep.ENTRY
 
 
 #: Entries :func:`strict_floor_bytes` looks at in insertion order before it measures them all (a budget of
@@ -99,7 +99,7 @@ def _first_stating(by_size: list[tuple[int, int, str, str]], count: int) -> list
     """The first ``count`` entries of ``by_size`` that are not small talk, as ``(size, id)``."""
     out: list[tuple[int, str]] = []
     for size, _, entry_id, content in by_size:
-        if not is_filler(content):
+        if not is_filler(content, classify=True):
             out.append((size, entry_id))
             if len(out) == count:
                 break

@@ -25,7 +25,7 @@ def _contained(small: str, big: str) -> bool:
     return f" {small} " in f" {big} "
 
 
-def fast_path(a: str, b: str, *, classify: bool = True) -> Decision | None:
+def fast_path(a: str, b: str, *, classify: bool = False) -> Decision | None:
     """Decisions that need no judge, or None when a judge must decide.
 
     In order: exact duplicate; normalised duplicate (case, punctuation,
@@ -34,10 +34,9 @@ def fast_path(a: str, b: str, *, classify: bool = True) -> Decision | None:
     they are: :func:`memrefine_edge.text._bindings.binding_losses`);
     both pure small talk (delete the shorter); one pure small talk and the
     other not (delete the small talk -- it carries no fact by definition).
-    Small talk is the word lists' and the learned classifier's
-    (:mod:`memrefine_edge.text._smalltalk`; ``classify=False``: the word lists'
-    only), so these deletes are as right as the classifier is: measured, not
-    by construction.
+    Small talk is the word lists' (greetings, thanks, praise; ``classify=True``
+    adds the learned classifier's calls, :mod:`memrefine_edge.text._smalltalk`,
+    which the judge does not: it calls some fact sentences small talk).
     """
     if a == b:
         return Decision("delete", "b", reason="exact duplicate", source="rule")

@@ -33,11 +33,14 @@ def test_fast_path_leaves_real_decisions_to_the_judge():
 
 
 def test_the_fast_path_deletes_classified_small_talk_only_when_asked_to_classify():
+    # The judge's fast path reads the word lists only: the classifier calls some fact sentences small
+    # talk ("Roof is finished!"), and a delete must not rest on its call. The scorer decides such pairs.
     talk = "Maria: It must feel great to be recognized for your hard work."
     fact = "John: I started a pottery class."
-    d = fast_path(talk, fact)
+    assert fast_path(talk, fact) is None
+    d = fast_path(talk, fact, classify=True)
     assert d is not None and d.action == "delete" and d.target == "a"
-    assert fast_path(talk, fact, classify=False) is None
+    assert fast_path("Roof is finished!", "Roof works started today.") is None
 
 
 def test_containment_deletes_only_what_the_container_states_bound_as_it_is():

@@ -58,6 +58,23 @@ def test_concat_merge_drops_filler_and_keeps_speakers():
     assert "May" in out.content and "Austin" in out.content
 
 
+@pytest.mark.parametrize("a, b, kept", [
+    # Sentences the learned small-talk classifier would drop state facts: the merge keeps them.
+    ("Ben: Haha I never say no to pie.", "Ben: Haha. By the way, I finished my exams. All passed.", "All passed."),
+    ("Yannick, the carpenter, will redo the staircase in June.", "Staircase done. Yannick charged 4,200 €.",
+     "Staircase done."),
+    ("Mum's podiatry check on 30 July at 11:00, she's had some numbness in her feet.",
+     "Podiatrist: early neuropathy in both feet. Mum must not walk barefoot, even at home.",
+     "early neuropathy in both feet"),
+])
+def test_concat_merge_keeps_what_only_the_classifier_calls_small_talk(a, b, kept):
+    from memrefine_edge.text import fact_sentences
+
+    merged = concat_merge(a, b).content
+    assert kept in merged
+    assert not any(kept in s for s in fact_sentences(b))  # the classifier's call, which the merge does not take
+
+
 def test_concat_merge_skips_a_covered_entry():
     out = concat_merge("Tim visited London in 2019 with Ana.", "Tim visited London in 2019.")
     assert out.content == "Tim visited London in 2019 with Ana."
