@@ -1,13 +1,15 @@
-"""Train the redundancy scorer's weights on the *tune* parts of the labelled pairs (never on test).
+"""Train the redundancy scorer's weights on labelled pairs no held-out evaluation uses.
 
-    python bench/judge_labels/train_scorer.py            # cross-validate, fit, write the weights
-    python bench/judge_labels/train_scorer.py --cv-only  # the selection only, printed; nothing written
-    python bench/judge_labels/train_scorer.py --sets v1  # the first set's tune part only
+    python bench/judge_labels/train_scorer.py               # cross-validate, fit, write the weights
+    python bench/judge_labels/train_scorer.py --cv-only     # the selection only, printed; nothing written
+    python bench/judge_labels/train_scorer.py --parts tune  # the two sets' tune parts only
 
-The tune parts of both label sets (``--sets v1,v2``, the default): the first set's tune conversations
-(``bench/judge_labels/``) and the second set's tune sources (``bench/judge_labels_v2/``: five synthetic
-stores and three swap generators). Cross-validation leaves one *source* out at a time: a conversation, a
-store or a swap generator (12 folds), so a setting is scored on a source its model never saw.
+By default (``--sets v1,v2 --parts all``): the first set's tune conversations (``bench/judge_labels/``;
+its test conversations conv-43, 44 and 47 are the evaluations' held-out LoCoMo conversations and stay
+out) and the second set's whole set (``bench/judge_labels_v2/``: 13 synthetic stores and six swap
+generators; its test part was scored once before it was trained on). The held-out evidence is the third
+set, ``bench/judge_labels_v3/``. Cross-validation leaves one *source* out at a time: a conversation, a
+store or a swap generator, so a setting is scored on a source its model never saw.
 
 The scorer is trained on the pairs the word lists' fast path leaves (the learned small-talk classifier's
 fast-path deletes find only about half the small talk; the rest reaches the scorer). Each pair is seen
@@ -235,14 +237,16 @@ def main() -> int:
                     help="with --cv-only: print the cross-validated finalists without running them in paper mode")
     ap.add_argument("--sets", default="v1,v2", help="the label sets used [default: v1,v2]")
     ap.add_argument("--parts", choices=("tune", "all"), default="all",
-                    help="tune: the sets' tune parts only; all: their test parts too, each already scored once, "
-                         "so that bench/judge_labels_v3 (never trained or chosen on) is the held-out evidence "
-                         "[default: all]")
+                    help="tune: the sets' tune parts only; all: the second set's test part too (scored once "
+                         "before), so that bench/judge_labels_v3 (never trained or chosen on) is the held-out "
+                         "evidence. The first set's test part stays out either way: its conversations (conv-43, "
+                         "44, 47) are the evaluations' held-out LoCoMo conversations [default: all]")
     args = ap.parse_args()
     sets = [x for x in args.sets.split(",") if x]
     if not sets or set(sets) - {"v1", "v2"} or "v1" not in sets:
         ap.error("--sets: v1 or v1,v2 (the paper-mode step runs on the first set's tune conversations)")
-    rows = [r for label_set in sets for r in load("tune" if args.parts == "tune" else None, label_set)]
+    rows = [r for label_set in sets
+            for r in load("tune" if args.parts == "tune" or label_set == "v1" else None, label_set)]
     # The scorer learns from every pair the word lists' fast path leaves (classify=False): the small-talk
     # classifier's fast-path deletes find about half the small talk, the rest reaches the scorer.
     learn = [r for r in rows if fast_path(r["a"], r["b"], classify=False) is None]
@@ -309,7 +313,8 @@ def main() -> int:
         weights = fit(x, y, best)
         weights.update({"min_delete_probability": min_delete, "min_merge_probability": min_merge,
                         "refused_delete": chosen["refused_delete"],
-                        "trained_on": ("tune parts" if args.parts == "tune" else "tune and test parts")
+                        "trained_on": ("tune parts" if args.parts == "tune" else
+                                       "the first set's tune part, the second set's tune and test parts")
                         + ": bench/judge_labels (" + ", ".join(convs) + ")"
                         + (", bench/judge_labels_v2 (" + ", ".join(g for g in groups if g not in convs) + ")"
                            if "v2" in sets else ""),
