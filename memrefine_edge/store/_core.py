@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,14 +44,13 @@ from memrefine_edge.core import (
     SchemaError,
     StoreError,
     StoreNotFoundError,
-    StoreReplacedError,
     is_lookup_key,
     json_size,
     stored_hash,
     validate_entry,
 )
 
-from ._commits import CommitGroup, WriteHandle
+from ._commits import CommitGroup
 from ._files import APPLICATION_ID, OpenedFile, check_path_kind, check_store_file, connect, create_store_file
 from ._journal import RunJournal
 from ._maintenance import WAL_FILE_LIMIT_BYTES, MaintenanceMixin
@@ -60,6 +58,7 @@ from ._refusals import read_refusal, refusal
 from ._schema import ENTRY_COLUMNS, MIGRATIONS, split_sql
 from ._search_index import SearchIndex
 from ._sizes import SizesMixin
+from ._transactions import TransactionsMixin
 from ._uses import UsesMixin
 from ._vectors import VectorsMixin
 
@@ -72,7 +71,7 @@ _PAGE_SIZES = tuple(1 << n for n in range(9, 17))
 STRING_CACHE = 4096
 
 
-class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin, UsesMixin):
+class MemoryStore(TransactionsMixin, SizesMixin, VectorsMixin, MaintenanceMixin, UsesMixin):
     """A memory store in one SQLite file.
 
     ``MemoryStore(path)`` opens (and creates, unless ``create=False``) the
@@ -299,132 +298,6 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin, UsesMixin):
         """Names of the migrations recorded in this file, in order applied."""
         return [r[0] for r in self._db.conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
 
-    @contextmanager
-    def atomic(self) -> Iterator[None]:
-        """One SQLite write transaction (``BEGIN IMMEDIATE``) for the block.
-
-        Nested, it is a savepoint inside the outer transaction: an error that
-        leaves the inner block rolls back only the inner block's changes, so
-        a caller that catches it keeps the outer work (which still commits or
-        rolls back as a whole).
-        """
-        with self._lock:
-            conn = self._db.conn
-            group = self._group
-            if not self._in_tx and group is not None and group.thread == threading.get_ident():
-                group.begin()  # the group's transaction: this block becomes its first savepoint
-            if self._in_tx:
-                self._depth += 1
-                name = f"sp{self._depth}"
-                conn.execute(f"SAVEPOINT {name}")
-                try:
-                    yield
-                    conn.execute(f"RELEASE {name}")
-                except BaseException as exc:
-                    self._forget_strings()
-                    if conn.in_transaction:  # SQLITE_FULL may have rolled back everything already
-                        conn.execute(f"ROLLBACK TO {name}")
-                        conn.execute(f"RELEASE {name}")
-                    self._raise_refusal(exc)
-                    raise
-                finally:
-                    self._depth -= 1
-                return
-            self._refuse_if_replaced()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:  # another writer held the lock past the busy timeout, say
-                self._raise_refusal(exc)
-                raise
-            self._in_tx = True
-            try:
-                yield
-                self._write_uses()
-                self._before_commit()
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                self._roll_back(exc)
-                raise
-            finally:
-                self._end_write()
-
-    def _roll_back(self, exc: BaseException) -> None:
-        """After a failed write transaction: roll back what is left of it, then raise the typed
-        refusal for ``exc`` if it is one (else return, and the caller re-raises ``exc``)."""
-        # SQLITE_FULL (and a few other errors) roll the transaction back by themselves; a second
-        # ROLLBACK would fail and hide the real error.
-        self._forget_strings()
-        conn = self._db.conn
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:  # the refusal may have ended the transaction already
-                pass
-        if isinstance(exc, StoreReplacedError):
-            self._release_log()
-        self._raise_refusal(exc)
-
-    def _end_write(self) -> None:
-        """A write transaction ended (committed or rolled back): the store's version moves on."""
-        self._in_tx = False
-        self._version += 1
-
-    def _begin_group(self) -> None:
-        """A commit group's transaction begins (:class:`WriteHandle`): the write lock is held until its commit,
-        so this store's writes from other threads wait for it."""
-        self._lock.acquire()
-        try:
-            self._refuse_if_replaced()
-            self._db.conn.execute("BEGIN IMMEDIATE")
-        except BaseException as exc:
-            self._lock.release()
-            if isinstance(exc, sqlite3.Error):
-                self._raise_refusal(exc)
-            raise
-        self._in_tx = True
-
-    def _commit_group(self) -> bool:
-        """A commit group's transaction commits (:class:`WriteHandle`); whether one was left to commit."""
-        conn = self._db.conn
-        try:
-            if not conn.in_transaction:  # SQLITE_FULL may have rolled everything back already
-                return False
-            self._write_uses()
-            self._before_commit()
-            conn.execute("COMMIT")
-            return True
-        except BaseException as exc:
-            self._roll_back(exc)
-            raise
-        finally:
-            self._end_write()
-            self._lock.release()
-
-    @contextmanager
-    def grouped(self, *, window_s: float) -> Iterator["CommitGroup"]:
-        """Let the block's writes (on this thread) share transactions: fewer commits for a run of small ones.
-
-        Each :meth:`atomic` block inside is a savepoint of a group transaction,
-        which the first of them begins; :meth:`CommitGroup.commit_if_due`
-        commits it once it is ``window_s`` old, :meth:`CommitGroup.commit` at
-        once, and leaving the block commits what is left, also when the block
-        raises (each block that failed was rolled back by its savepoint). So
-        every block is still all or nothing, and a crash loses at most the
-        blocks of the open group, which never reached the file. While a group
-        is open, other connections' writers wait (``busy_timeout``) and so do
-        this store's writes from other threads: keep the window short
-        (``window_s=0``: every block commits on its own, as without a group).
-        """
-        if self._group is not None:
-            raise RuntimeError("grouped() blocks do not nest")
-        group = CommitGroup(WriteHandle(begin=self._begin_group, commit=self._commit_group), window_s)
-        self._group = group
-        try:
-            yield group
-        finally:
-            self._group = None
-            group.commit()
-
     @property
     def journal(self) -> "RunJournal":
         """The run journal (audit log, preserved pairs, undo history) of this store."""
@@ -630,22 +503,6 @@ class MemoryStore(SizesMixin, VectorsMixin, MaintenanceMixin, UsesMixin):
         self._db.conn.execute(
             "UPDATE entries SET json_bytes = ? WHERE id = ?", (json_size(self.get(entry_id)), entry_id)
         )
-
-    @contextmanager
-    def _read_snapshot(self) -> Iterator[None]:
-        """One read transaction: every query inside sees the same committed state, whatever other
-        connections commit meanwhile (WAL). Inside a write transaction, that one is used."""
-        with self._lock:
-            conn = self._db.conn
-            if self._in_tx or conn.in_transaction:
-                yield
-                return
-            conn.execute("BEGIN")
-            try:
-                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # the snapshot starts here
-                yield
-            finally:
-                conn.execute("COMMIT")
 
     def max_seq(self) -> int:
         """The highest insertion sequence number of a live entry (0 for an empty store)."""
