@@ -60,7 +60,7 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -75,6 +75,19 @@ from memrefine_edge.core import (
 )
 
 from ._core import MemoryStore
+from ._readers import (
+    Parsed,
+    checked_entry,
+    id_field,
+    json_type,
+    load_json_text,
+    read_json,
+    read_text,
+    record_error,
+    str_list,
+    text_field,
+    top_records,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from memrefine_edge.backends import Encoder
@@ -116,125 +129,18 @@ class ImportReport:
         return out
 
 
-@dataclass
-class _Parsed:
-    entries: list[Entry]
-    skipped: Counter  # reason -> records skipped
-    dropped: Counter = field(default_factory=Counter)  # reason -> links dropped
-
-
-# --- reading helpers ----------------------------------------------------------
-
-
-def _read_text(path: Path) -> str:
-    """The file as text; bad UTF-8 is an ImportFormatError naming the line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ImportFormatError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        # utf-8-sig: editors on Windows like to prepend a BOM, which is not content.
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ImportFormatError(
-            f"{path.name} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line=line
-        ) from exc
-
-
-def _loads(text: str, *, where: str, line: int | None = None, malformed: str = "") -> Any:
-    """``json.loads`` whose every failure is an ImportFormatError (``where`` names the input)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(f"{where}: {malformed}{exc.msg} (column {exc.colno})",
-                                line=exc.lineno if line is None else line) from exc
-    except RecursionError as exc:  # "[[[[..." deeper than Python's parser goes
-        raise ImportFormatError(f"{where}: arrays or objects nested too deeply", line=line) from exc
-    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
-        raise ImportFormatError(f"{where}: {exc}", line=line) from exc
-
-
-def _read_json(path: Path) -> Any:
-    return _loads(_read_text(path), where=f"{path.name} is not valid JSON")
-
-
-def _record_error(n: int, message: str) -> ImportFormatError:
-    """An ImportFormatError about the n-th (1-based) record of a JSON document."""
-    err = ImportFormatError(f"record {n}: {message}")
-    err.line = n
-    return err
-
-
-def _checked(entry: Entry, where: str) -> Entry:
-    """Validate at parse time so the error can say which record was bad."""
-    try:
-        return validate_entry(entry)
-    except InvalidEntryError as exc:
-        raise InvalidEntryError(f"{where}: {exc}") from exc
-
-
-def _str_list(value: Any, what: str, n: int) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _record_error(n, f"{what} must be a list of strings, got {_jtype(value)}")
-    return tuple(value)
-
-
-def _jtype(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
-
-
-def _records(data: Any, keys: tuple[str, ...], what: str, path: Path) -> list[Any]:
-    """The list of records in a JSON document: a bare list or ``{key: [...]}``."""
-    if isinstance(data, list):
-        return data
-    if isinstance(data, dict):
-        for key in keys:
-            if isinstance(data.get(key), list):
-                return data[key]
-    raise ImportFormatError(
-        f"{path.name}: expected {what}: a JSON list or an object with {' or '.join(map(repr, keys))}"
-    )
-
-
-def _text_field(rec: dict, names: tuple[str, ...], n: int) -> str:
-    for name in names:
-        if name in rec:
-            value = rec[name]
-            if not isinstance(value, str):
-                raise _record_error(n, f"{name!r} must be a string, got {_jtype(value)}")
-            return value
-    raise _record_error(n, f"missing {' or '.join(map(repr, names))}")
-
-
-def _id_field(rec: dict, n: int) -> str:
-    value = rec.get("id")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)  # some exporters number their memories
-    if not isinstance(value, str):
-        raise _record_error(n, "missing 'id'" if value is None else f"'id' must be a string, got {_jtype(value)}")
-    return value
-
-
-# --- LoCoMo -------------------------------------------------------------------
-
-
 def _locomo_samples(path: Path, sample_id: str | None) -> list[tuple[int, dict]]:
-    data = _read_json(path)
+    data = read_json(path)
     samples = [data] if isinstance(data, dict) and "conversation" in data else data
     if not isinstance(samples, list):
-        raise ImportFormatError(f"{path.name}: expected a list of LoCoMo samples, got {_jtype(samples)}")
+        raise ImportFormatError(f"{path.name}: expected a list of LoCoMo samples, got {json_type(samples)}")
     out = []
     for n, sample in enumerate(samples, 1):
         if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
-            raise _record_error(n, "a LoCoMo sample must be an object with a 'conversation' object")
+            raise record_error(n, "a LoCoMo sample must be an object with a 'conversation' object")
         sid = sample.get("sample_id")
         if not isinstance(sid, str) or not sid.strip():
-            raise _record_error(n, "LoCoMo sample has no 'sample_id'")
+            raise record_error(n, "LoCoMo sample has no 'sample_id'")
         if sample_id is None or sid == sample_id:
             out.append((n, sample))
     if sample_id is not None and not out:
@@ -262,7 +168,7 @@ def _session_date(conv: dict, session: int) -> tuple[str, ...]:
     return (date,) if isinstance(date, str) and date.strip() else ()
 
 
-def _parse_locomo_turns(path: Path, sample_id: str | None) -> _Parsed:
+def _parse_locomo_turns(path: Path, sample_id: str | None) -> Parsed:
     entries: list[Entry] = []
     skipped: Counter[str] = Counter()
     for n, sample in _locomo_samples(path, sample_id):
@@ -270,16 +176,16 @@ def _parse_locomo_turns(path: Path, sample_id: str | None) -> _Parsed:
         for session, key in _sessions(conv):
             turns = conv[key]
             if not isinstance(turns, list):
-                raise _record_error(n, f"{sid} {key} must be a list of turns, got {_jtype(turns)}")
+                raise record_error(n, f"{sid} {key} must be a list of turns, got {json_type(turns)}")
             date = _session_date(conv, session)
             prev: str | None = None
             for t, turn in enumerate(turns, 1):
                 where = f"{sid} {key} turn {t}"
                 if not isinstance(turn, dict):
-                    raise _record_error(n, f"{where} must be an object")
+                    raise record_error(n, f"{where} must be an object")
                 speaker, dia_id, text = turn.get("speaker"), turn.get("dia_id"), turn.get("text", "")
                 if not all(isinstance(v, str) for v in (speaker, dia_id, text)):
-                    raise _record_error(n, f"{where} needs string 'speaker', 'dia_id' and 'text'")
+                    raise record_error(n, f"{where} needs string 'speaker', 'dia_id' and 'text'")
                 caption = turn.get("blip_caption")
                 content = text.strip()
                 if isinstance(caption, str) and caption.strip():
@@ -295,33 +201,33 @@ def _parse_locomo_turns(path: Path, sample_id: str | None) -> _Parsed:
                     metadata={"sample_id": sid, "session": session, "speaker": speaker},
                     provenance=(str(dia_id),),
                 )
-                entries.append(_checked(entry, f"record {n} ({where})"))
+                entries.append(checked_entry(entry, f"record {n} ({where})"))
                 prev = entry.id
-    return _Parsed(entries, skipped)
+    return Parsed(entries, skipped)
 
 
-def _parse_locomo_observations(path: Path, sample_id: str | None) -> _Parsed:
+def _parse_locomo_observations(path: Path, sample_id: str | None) -> Parsed:
     entries: list[Entry] = []
     skipped: Counter[str] = Counter()
     for n, sample in _locomo_samples(path, sample_id):
         sid, conv, obs = sample["sample_id"], sample["conversation"], sample.get("observation")
         if not isinstance(obs, dict):
-            raise _record_error(n, f"{sid} has no 'observation' object")
+            raise record_error(n, f"{sid} has no 'observation' object")
         for session, key in _sessions(obs, "_observation"):
             per_speaker = obs[key]
             if not isinstance(per_speaker, dict):
-                raise _record_error(n, f"{sid} {key} must map speakers to facts")
+                raise record_error(n, f"{sid} {key} must map speakers to facts")
             date, count = _session_date(conv, session), 0
             for speaker, facts in per_speaker.items():
                 if not isinstance(facts, list):
-                    raise _record_error(n, f"{sid} {key} {speaker}: facts must be a list")
+                    raise record_error(n, f"{sid} {key} {speaker}: facts must be a list")
                 for f, fact in enumerate(facts, 1):
                     where = f"{sid} {key} {speaker} fact {f}"
                     if not (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str)):
-                        raise _record_error(n, f"{where} must be [fact text, evidence]")
+                        raise record_error(n, f"{where} must be [fact text, evidence]")
                     evidence = [fact[1]] if isinstance(fact[1], str) else fact[1]
                     if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
-                        raise _record_error(n, f"{where}: evidence must be a dia_id or a list of them")
+                        raise record_error(n, f"{where}: evidence must be a dia_id or a list of them")
                     if not fact[0].strip():
                         skipped["empty observation"] += 1
                         continue
@@ -333,15 +239,15 @@ def _parse_locomo_observations(path: Path, sample_id: str | None) -> _Parsed:
                         metadata={"sample_id": sid, "session": session, "speaker": speaker},
                         provenance=tuple(evidence),
                     )
-                    entries.append(_checked(entry, f"record {n} ({where})"))
-    return _Parsed(entries, skipped)
+                    entries.append(checked_entry(entry, f"record {n} ({where})"))
+    return Parsed(entries, skipped)
 
 
 # --- text, mem0, A-MEM ----------------------------------------------------------
 
 
-def _parse_text(path: Path) -> _Parsed:
-    text = _read_text(path).replace("\r\n", "\n").replace("\r", "\n")
+def _parse_text(path: Path) -> Parsed:
+    text = read_text(path).replace("\r\n", "\n").replace("\r", "\n")
     entries: list[Entry] = []
     para: list[str] = []
     start = 0
@@ -359,18 +265,18 @@ def _parse_text(path: Path) -> _Parsed:
             except InvalidEntryError as exc:
                 raise InvalidEntryError(f"{path.name} line {start} (paragraph {n}): {exc}") from exc
             para = []
-    return _Parsed(entries, Counter())
+    return Parsed(entries, Counter())
 
 
-def _parse_mem0(path: Path) -> _Parsed:
-    records = _records(_read_json(path), ("results", "memories"), "a mem0 export", path)
+def _parse_mem0(path: Path) -> Parsed:
+    records = top_records(read_json(path), ("results", "memories"), "a mem0 export", path)
     entries = []
     for n, rec in enumerate(records, 1):
         if not isinstance(rec, dict):
-            raise _record_error(n, f"a mem0 memory must be an object, got {_jtype(rec)}")
+            raise record_error(n, f"a mem0 memory must be an object, got {json_type(rec)}")
         meta = rec.get("metadata") or {}
         if not isinstance(meta, dict):
-            raise _record_error(n, f"'metadata' must be an object, got {_jtype(meta)}")
+            raise record_error(n, f"'metadata' must be an object, got {json_type(meta)}")
         meta = dict(meta)
         for key in ("hash", "user_id", "agent_id", "run_id"):
             if rec.get(key) is not None:
@@ -381,18 +287,18 @@ def _parse_mem0(path: Path) -> _Parsed:
             if value is None:
                 continue
             if not isinstance(value, str):
-                raise _record_error(n, f"{key!r} must be a string, got {_jtype(value)}")
+                raise record_error(n, f"{key!r} must be a string, got {json_type(value)}")
             if value not in stamps:
                 stamps.append(value)
         entry = Entry(
-            id=_id_field(rec, n),
-            content=_text_field(rec, ("memory", "text"), n),
-            keywords=_str_list(rec.get("categories"), "'categories'", n),
+            id=id_field(rec, n),
+            content=text_field(rec, ("memory", "text"), n),
+            keywords=str_list(rec.get("categories"), "'categories'", n),
             timestamps=tuple(stamps),
             metadata=meta,
         )
-        entries.append(_checked(entry, f"record {n}"))
-    return _Parsed(entries, Counter())
+        entries.append(checked_entry(entry, f"record {n}"))
+    return Parsed(entries, Counter())
 
 
 def amem_use(metadata: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -414,8 +320,8 @@ def amem_use(metadata: Mapping[str, Any]) -> tuple[int, int] | None:
     return count, last
 
 
-def _parse_amem(path: Path) -> _Parsed:
-    data = _read_json(path)
+def _parse_amem(path: Path) -> Parsed:
+    data = read_json(path)
     if isinstance(data, dict) and not any(isinstance(data.get(k), list) for k in ("notes", "memories")):
         # {id: note}: the shape of A-MEM's own `memories` dict.
         if not all(isinstance(v, dict) for v in data.values()):
@@ -424,22 +330,22 @@ def _parse_amem(path: Path) -> _Parsed:
             )
         records = [{"id": k, **v} for k, v in data.items()]
     else:
-        records = _records(data, ("notes", "memories"), "A-MEM notes", path)
+        records = top_records(data, ("notes", "memories"), "A-MEM notes", path)
     for n, rec in enumerate(records, 1):
         if not isinstance(rec, dict):
-            raise _record_error(n, f"an A-MEM note must be an object, got {_jtype(rec)}")
-    ids = [_id_field(rec, n) for n, rec in enumerate(records, 1)]
+            raise record_error(n, f"an A-MEM note must be an object, got {json_type(rec)}")
+    ids = [id_field(rec, n) for n, rec in enumerate(records, 1)]
     known, entries, dropped = set(ids), [], 0
     for n, (rec, note_id) in enumerate(zip(records, ids, strict=True), 1):
         raw_links = rec.get("links") or []
         if isinstance(raw_links, dict):  # some versions keep {id: weight}
             raw_links = list(raw_links)
         if not isinstance(raw_links, list):
-            raise _record_error(n, f"'links' must be a list, got {_jtype(raw_links)}")
+            raise record_error(n, f"'links' must be a list, got {json_type(raw_links)}")
         links = []
         for link in raw_links:
             if isinstance(link, bool) or not isinstance(link, (int, str)):
-                raise _record_error(n, f"a link must be an id or a position, got {_jtype(link)}")
+                raise record_error(n, f"a link must be an id or a position, got {json_type(link)}")
             target = ids[link] if isinstance(link, int) and 0 <= link < len(ids) else link
             if isinstance(target, str) and target in known:
                 links.append(target)
@@ -447,18 +353,18 @@ def _parse_amem(path: Path) -> _Parsed:
                 dropped += 1
         stamp = rec.get("timestamp")
         if stamp is not None and not isinstance(stamp, str):
-            raise _record_error(n, f"'timestamp' must be a string, got {_jtype(stamp)}")
-        keywords = _str_list(rec.get("keywords"), "'keywords'", n)
+            raise record_error(n, f"'timestamp' must be a string, got {json_type(stamp)}")
+        keywords = str_list(rec.get("keywords"), "'keywords'", n)
         entry = Entry(
             id=note_id,
-            content=_text_field(rec, ("content",), n),
+            content=text_field(rec, ("content",), n),
             keywords=tuple(k for k in keywords if k.strip()),  # A-MEM emits "" keywords; they carry nothing
             links=tuple(links),
             timestamps=(stamp,) if stamp else (),
             metadata={k: rec[k] for k in _AMEM_META if rec.get(k) not in (None, "", [])},
         )
-        entries.append(_checked(entry, f"record {n}"))
-    return _Parsed(entries, Counter(), Counter({"link to a missing note": dropped}) if dropped else Counter())
+        entries.append(checked_entry(entry, f"record {n}"))
+    return Parsed(entries, Counter(), Counter({"link to a missing note": dropped}) if dropped else Counter())
 
 
 # --- JSON lines -------------------------------------------------------------------
@@ -472,7 +378,7 @@ def entry_to_json(entry: Entry) -> dict[str, Any]:
 def entry_from_json(obj: Any, *, line: int | None = None) -> Entry:
     """Parse one ``jsonl`` object (strict types; unknown keys are an error)."""
     if not isinstance(obj, dict):
-        raise ImportFormatError(f"expected a JSON object, got {_jtype(obj)}", line=line)
+        raise ImportFormatError(f"expected a JSON object, got {json_type(obj)}", line=line)
     unknown = sorted(set(obj) - set(_JSONL_FIELDS))
     if unknown:
         raise ImportFormatError(f"unknown field(s) {', '.join(map(repr, unknown))}", line=line)
@@ -480,18 +386,18 @@ def entry_from_json(obj: Any, *, line: int | None = None) -> Entry:
         if key not in obj:
             raise ImportFormatError(f"missing {key!r}", line=line)
         if not isinstance(obj[key], str):
-            raise ImportFormatError(f"{key!r} must be a string, got {_jtype(obj[key])}", line=line)
+            raise ImportFormatError(f"{key!r} must be a string, got {json_type(obj[key])}", line=line)
     lists = {}
     for key in ("keywords", "links", "timestamps", "provenance"):
         value = obj.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ImportFormatError(f"{key!r} must be a list of strings, got {_jtype(value)}", line=line)
+            raise ImportFormatError(f"{key!r} must be a list of strings, got {json_type(value)}", line=line)
         lists[key] = tuple(value)
     metadata = obj.get("metadata", {})
     if not isinstance(metadata, dict):
-        raise ImportFormatError(f"'metadata' must be an object, got {_jtype(metadata)}", line=line)
+        raise ImportFormatError(f"'metadata' must be an object, got {json_type(metadata)}", line=line)
     entry = Entry(id=obj["id"], content=obj["content"], metadata=metadata, **lists)
-    return _checked(entry, f"line {line}" if line is not None else "entry")
+    return checked_entry(entry, f"line {line}" if line is not None else "entry")
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -500,19 +406,19 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     Bad UTF-8 or a line that is not JSON raises :class:`ImportFormatError`
     naming the 1-based line.
     """
-    text = _read_text(path)
+    text = read_text(path)
     # Split on "\n" only: str.splitlines() would also split on U+2028 etc.,
     # which json.dumps(ensure_ascii=False) leaves raw inside strings.
     for n, line in enumerate(text.split("\n"), 1):
         line = line.rstrip("\r")
         if not line.strip():
             continue
-        yield n, _loads(line, where="not valid JSON", line=n, malformed="malformed ")
+        yield n, load_json_text(line, where="not valid JSON", line=n, malformed="malformed ")
 
 
-def _parse_jsonl(path: Path) -> _Parsed:
+def _parse_jsonl(path: Path) -> Parsed:
     entries = [entry_from_json(obj, line=n) for n, obj in json_lines(path)]
-    return _Parsed(entries, Counter())
+    return Parsed(entries, Counter())
 
 
 # --- import / export ----------------------------------------------------------------
@@ -531,7 +437,7 @@ def parse_file(
         raise ImportFormatError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     if sample_id is not None and not format.startswith("locomo"):
         raise ImportFormatError(f"--sample only applies to the locomo formats, not {format!r}")
-    parsers: dict[str, Callable[[], _Parsed]] = {
+    parsers: dict[str, Callable[[], Parsed]] = {
         "locomo-turns": lambda: _parse_locomo_turns(path, sample_id),
         "locomo-observations": lambda: _parse_locomo_observations(path, sample_id),
         "text": lambda: _parse_text(path),
