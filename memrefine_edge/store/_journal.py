@@ -50,9 +50,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-import zlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +69,9 @@ from memrefine_edge.core import (
     stored_hash,
 )
 
+from ._packing import pack_field, pack_text, unpack_text
+from ._records import DecisionRecord, Effect, RunInfo, run_info
+
 if TYPE_CHECKING:  # pragma: no cover
     import sqlite_utils
 
@@ -78,131 +79,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["RunJournal", "RunInfo", "DecisionRecord", "Effect", "pack_field", "pack_text", "unpack_text"]
 
-#: The first byte of a packed text: raw deflate with :data:`_TEXT_DICTIONARY`. Part of the file
-#: format: never change the dictionary of a tag that has shipped; add a tag with a new one.
-_PACKED_V1 = b"\x01"
-_TEXT_DICTIONARY = (
-    b"logprobs target a= b= judge output invalid twice; preserved (no rule applies and no judge model is "
-    b"configured strict budget: merge could not keep every fact; preserved (exact duplicate duplicate up to "
-    b"case, punctuation and whitespace both entries are greetings, thanks or small talk each entry holds facts "
-    b"of its own; similarity distinct facts (e.g. facts of A are all in the other entry guard: deleting A would "
-    b"lose guard: both entries hold facts of their own (e.g. ) and guard: B holds no fact the other lacks; "
-    b"deleted entry A is contained in entry B entry B is contained in entry A entry A is only greetings, thanks "
-    b"or small talk entry B is only greetings, thanks or small talk Merge A and B into one entry that keeps "
-    b"every fact of both and who said it; from A keep: ; from B keep: scorer: merge 0.0, delete_a 0.0, "
-    b"delete_b 0.0, preserve 0.9, merge 0.0, delete_a 0.00, delete_b 0.00scorer: preserve 0.9"
-)
-
-
-#: The first byte of a packed undo-history field (an entry's content, keywords, timestamps, metadata,
-#: provenance or removed links): raw deflate with :data:`_HISTORY_DICTIONARY`. A removed entry's
-#: fields are short (tens to hundreds of bytes) and deflate alone barely shrinks them; a dictionary of
-#: everyday chat English and of the JSON the importers write takes them to about 60%, and with
-#: 512-byte pages that is two removed entries a page instead of one. Part of the file format, as above.
-_PACKED_HISTORY_V1 = b"\x02"
-# zlib looks back from the end: the likeliest strings go last.
-_HISTORY_DICTIONARY = (
-    b"could would should there their about after before because really something anything everything "
-    b"though through think thought going doing being having getting making taking looking feeling "
-    b"working playing reading writing family friends together always never sometimes recently yesterday "
-    b"tomorrow weekend morning evening night today last year month week time again great amazing awesome "
-    b"wonderful beautiful happy glad proud excited lovely cool nice fun hard sorry interesting important "
-    b"love like want need know feel make take help share keep try hope wish glad to hear that sounds "
-    b"good idea Thank you so much! Thanks for sharing! That's great! That's awesome! Good luck with "
-    b"How's it going? What have you been up to? Hey, Hi, I'm I've I'll I was I had I have you're you've "
-    b"it's that's what's don't didn't can't won't doesn't isn't wasn't they're we're she's he's "
-    b"with your for the and the of the in the on the to the at the it was it is this is I am you are "
-    b"January, February, March, April, May, June, July, August, September, October, November, December, "
-    b" am on  pm on  2020 2021 2022 2023 2024 2025 2026\"] [\"D1:1\"] "
-    b"{\"source\":\"\",\"sample_id\":\"conv-\",\"session\":1,\"speaker\":\"\"} [[null,\"\",0],[\"\",null,0]]"
-)
-
-
-def _shorter(text: str, tag: bytes, dictionary: bytes) -> str | bytes:
-    """The shorter of ``text`` and its raw deflate with ``dictionary`` behind ``tag``."""
-    raw = text.encode("utf-8")
-    packer = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, dictionary)
-    packed = tag + packer.compress(raw) + packer.flush()
-    return packed if len(packed) < len(raw) else text
-
-
-def pack_field(text: str) -> str | bytes:
-    """How the undo history stores one field of a removed entry: the shorter of the text and its packed bytes."""
-    if len(text) < 4:  # "[]", "{}": a tag byte and the shortest deflate block are never shorter
-        return text
-    return _shorter(text, _PACKED_HISTORY_V1, _HISTORY_DICTIONARY)
-
-
-def pack_text(text: str) -> str | bytes | None:
-    """How the audit log stores a free text: None for ``""``, else the shorter of the text and its packed bytes."""
-    return _shorter(text, _PACKED_V1, _TEXT_DICTIONARY) if text else None
-
-
-def unpack_text(value: str | bytes | None) -> str:
-    """The text :func:`pack_text` or :func:`pack_field` stored."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    dictionary = _DICTIONARIES.get(bytes(value[:1]))
-    if dictionary is None:
-        raise ValueError(f"unknown packed text tag {value[:1]!r}")
-    unpacker = zlib.decompressobj(-15, dictionary)
-    return (unpacker.decompress(value[1:]) + unpacker.flush()).decode("utf-8")
-
-
-_DICTIONARIES = {_PACKED_V1: _TEXT_DICTIONARY, _PACKED_HISTORY_V1: _HISTORY_DICTIONARY}
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class Effect:
-    """What one applied decision changed: entries removed and created, and the size before it."""
-
-    removed: tuple[str, ...]
-    created: tuple[str, ...]
-    size_before: int
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """One compression run as recorded."""
-
-    run_id: str
-    started_at: str
-    finished_at: str | None
-    status: str
-    method: str
-    params: dict[str, Any]
-    cursor: int
-    report: dict[str, Any] | None
-    #: The run's preserve decisions without an audit row, by source (see :meth:`RunJournal.preserve_counts`).
-    preserved: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class DecisionRecord:
-    """One audited decision."""
-
-    run_id: str
-    step: int
-    a_id: str | None
-    b_id: str | None
-    similarity: float | None
-    action: str
-    target: str | None
-    source: str
-    reason: str
-    merge_instruction: str
-    created_ids: list[str]
-    removed_ids: list[str]
-    size_before: int
-    size_after: int
-    latency_ms: float
-    at: str
 
 
 class RunJournal:
@@ -255,7 +135,7 @@ class RunJournal:
         ).fetchone()
         if row is None:
             raise RunNotFoundError(f"no run {run_id!r} in this store (see `memrefine log`)")
-        return _run_info(row)
+        return run_info(row)
 
     def runs(self) -> list[RunInfo]:
         """All runs, oldest first."""
@@ -263,7 +143,7 @@ class RunJournal:
             "SELECT run_id, started_at, finished_at, status, method, params, cursor, report, preserved FROM runs"
             " ORDER BY started_at, rowid"
         ).fetchall()
-        return [_run_info(r) for r in rows]
+        return [run_info(r) for r in rows]
 
     def unfinished_run(self) -> RunInfo | None:
         """The run that was interrupted, if any (there is at most one: runs are locked)."""
@@ -697,11 +577,3 @@ def _implied_removed(action: str, a_id: str | None, b_id: str | None, target: st
     if action == "merge":
         return [a_id, b_id]  # type: ignore[list-item]
     return [target] if target is not None else []
-
-
-def _run_info(row: Sequence[Any]) -> RunInfo:
-    return RunInfo(
-        run_id=row[0], started_at=row[1], finished_at=row[2], status=row[3], method=row[4],
-        params=json.loads(row[5]), cursor=row[6], report=json.loads(row[7]) if row[7] else None,
-        preserved=json.loads(row[8]) if row[8] else {},
-    )
