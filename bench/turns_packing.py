@@ -42,7 +42,7 @@ from memrefine_edge.core import (
 from memrefine_edge.engine import Backends, PipelineConfig  # noqa: E402
 from memrefine_edge.eval._report import machine_info, write_json  # noqa: E402
 from memrefine_edge.judging import GuardedJudge, Judge, ScorerJudge
-from memrefine_edge.judging._judge import scorer_guard  # noqa: E402
+from memrefine_edge.judging._choice import scorer_guard  # noqa: E402
 from memrefine_edge.store import parse_file  # noqa: E402
 from memrefine_edge.text import sentence_scans, strip_speaker  # noqa: E402
 

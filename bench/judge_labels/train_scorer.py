@@ -183,7 +183,7 @@ def _backends(scorer: RedundancyScorer):
     """The default pipeline's parts, its judge built around ``scorer`` as the default judge is."""
     from memrefine_edge.engine import Backends, PipelineConfig
     from memrefine_edge.judging import GuardedJudge, ScorerJudge
-    from memrefine_edge.judging._judge import scorer_guard
+    from memrefine_edge.judging._choice import scorer_guard
 
     class _Backends(Backends):
         def judge(self, config: PipelineConfig) -> GuardedJudge:

@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-from ._judge import (
-    FactJudge,
-    GuardedJudge,
-    Judge,
-    JudgeKind,
-    LlamaJudge,
-    ScorerJudge,
-    default_judge,
-    merge_instruction_for,
-    parse_judge_model,
-    uses_gguf,
-)
+from ._choice import JudgeKind, default_judge, parse_judge_model, uses_gguf
+from ._judge import FactJudge, GuardedJudge, Judge, LlamaJudge, ScorerJudge, merge_instruction_for
 from ._merger import GuardedMerger, LlamaMerger, MergedEntry, Merger, build_merged_entry, concat_merge, merged_entry_id
 from ._scorer import RedundancyScorer
 
