@@ -67,11 +67,15 @@ class UsesMixin:
         pending = self._uses_pending
         if not pending:
             return
-        rows = [(hits, last, entry_id) for entry_id, (hits, last) in pending.items()]
+        self._add_use_rows([(hits, last, entry_id) for entry_id, (hits, last) in pending.items()])
+        pending.clear()
+
+    def _add_use_rows(self, rows: list[tuple[int, int, str]]) -> None:
+        """Inside a write transaction: add ``(uses, last, id)`` to each entry's row (an id no longer in
+        the store writes nothing)."""
         self._db.conn.executemany(
             "INSERT INTO uses (seq, hits, last) SELECT seq, ?, ? FROM entries WHERE id = ? "
             "ON CONFLICT(seq) DO UPDATE SET hits = hits + excluded.hits, last = MAX(last, excluded.last)", rows)
-        pending.clear()
 
     def _flush_uses(self) -> None:
         """Write the uses noted so far in a transaction of their own (at close)."""
@@ -99,10 +103,7 @@ class UsesMixin:
             missing = [entry_id for _h, _l, entry_id in rows if entry_id not in self]
             if missing:
                 raise EntryNotFoundError(f"no entry {missing[0]!r} to count uses of")
-            self._db.conn.executemany(
-                "INSERT INTO uses (seq, hits, last) SELECT seq, ?, ? FROM entries WHERE id = ? "
-                "ON CONFLICT(seq) DO UPDATE SET hits = hits + excluded.hits, last = MAX(last, excluded.last)",
-                rows)
+            self._add_use_rows(rows)
         return len(rows)
 
     def uses(self, entry_ids: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:
