@@ -32,12 +32,10 @@ from typing import Literal
 
 from memrefine_edge.core import Entry, MergeOutputError
 from memrefine_edge.text import (
-    binding_losses,
     extract,
     fact_sentences,
     is_filler,
     lost_facts,
-    missing_facts,
     sentence_scans,
     strip_speaker,
     surface_forms,
@@ -160,13 +158,6 @@ def _attributed(text: str) -> tuple[str, str | None, str | None]:
     return " ".join(pieces), first, last
 
 
-def _adds(b: str, joined: str) -> bool:
-    """Whether ``b`` states something ``joined`` does not: a word-list fact (the learned small-talk
-    classifier's calls are not trusted to drop a sentence) or a binding."""
-    return bool(missing_facts(extract(b, classify=False), extract(joined, classify=False), min_word_cover=1.0)
-                or binding_losses(b, joined))
-
-
 def _concat_content(a: str, b: str, *, limit: int | None = None) -> str | None:
     """The text :func:`concat_merge` writes; None as soon as it is known to be longer than ``limit``."""
     part_a, _, last = _attributed(a)
@@ -178,8 +169,9 @@ def _concat_content(a: str, b: str, *, limit: int | None = None) -> str | None:
         if first and last == first and part.startswith(f"{first}: "):
             part = part[len(first) + 2:]  # A ends with B's speaker: say it once
         joined = " ".join(parts)
-        # B adds nothing only when A states all of it (its word-list facts), each fact bound as B binds it.
-        if not parts or _adds(b, joined):
+        # B adds nothing only when A states all of it (its word-list facts: the learned small-talk
+        # classifier's calls are not trusted to drop a sentence), each fact bound as B binds it.
+        if not parts or lost_facts(b, joined, min_word_cover=1.0, classify=False):
             parts.append(part)
     content = " ".join(p for p in parts if p).strip()
     if not content:  # both entries were filler: keep the shorter as is

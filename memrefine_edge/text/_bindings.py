@@ -62,6 +62,7 @@ from ._facts import (
     ClauseToken,
     Kind,
     clause_tokens,
+    extract,
     is_stopword,
     missing_facts,
     normalise,
@@ -410,11 +411,13 @@ def binding_losses(gone: str, kept: str) -> list[str]:
     return out
 
 
-def lost_facts(gone: str, kept: str, *, min_word_cover: float = 0.75) -> list[str]:
+def lost_facts(gone: str, kept: str, *, min_word_cover: float = 0.75, classify: bool = True) -> list[str]:
     """Facts of ``gone`` that ``kept`` does not state: the bag check
-    (:func:`memrefine_edge.text._facts.missing_facts`), then, when that passes, the bindings
-    (:func:`binding_losses`). Empty: deleting ``gone`` loses nothing ``kept`` does not say."""
-    return missing_facts(gone, kept, min_word_cover=min_word_cover) or binding_losses(gone, kept)
+    (:func:`memrefine_edge.text._facts.missing_facts`; ``classify=False``: only the word lists' small
+    talk carries no fact in it), then, when that passes, the bindings (:func:`binding_losses`). Empty:
+    deleting ``gone`` loses nothing ``kept`` does not say."""
+    bags = (gone, kept) if classify else (extract(gone, classify=False), extract(kept, classify=False))
+    return missing_facts(*bags, min_word_cover=min_word_cover) or binding_losses(gone, kept)
 
 
 def surface_forms(text: str) -> dict[str, str]:
