@@ -32,10 +32,11 @@ not an audit row of about 60. The one exception is a delete a method deferred
 (a preserve of source ``deferred``, see :meth:`RunJournal.deferrals`): a delete
 kept for later, audited like one, its reason naming what it would delete. Steps
 number every decision, and a run's cursor is its next step: each step is an
-audit row or a counted preserve. The pairs of an entry a decision removed stay
-while the undo history keeps it (undo brings the entry back with what was
-judged of it) and go with it at ``purge_history``, as do the pairs of an entry
-removed outside a run.
+audit row or a counted preserve. The pairs of an entry a decision removed move
+with it into its row of the undo history (migration 0015: a pass only asks
+about pairs of live entries), come back with it at undo and go with it at
+``purge_history``; those of an entry removed outside a run stay in ``preserves``
+until the purge.
 
 The audit log is compact (migration 0006): ids, actions and sources are
 interned once in ``strings`` and referenced by number, the run by its number,
@@ -69,6 +70,7 @@ from memrefine_edge.core import (
     stored_hash,
 )
 
+from ._judged import kept_pairs, put_back_pairs, take_pairs
 from ._packing import pack_field, pack_text, unpack_text
 from ._records import DecisionRecord, Effect, RunInfo, run_info
 
@@ -217,8 +219,8 @@ class RunJournal:
         conn = self._db.conn
         names = {int(seq): entry_id for seq, entry_id in conn.execute("SELECT seq, id FROM removals ORDER BY k")}
         names.update((int(seq), entry_id) for seq, entry_id in conn.execute("SELECT seq, id FROM entries"))
-        pairs = ((names.get(a), names.get(b)) for a, b in conn.execute("SELECT a, b FROM preserves"))
-        return sorted((min(x, y), max(x, y)) for x, y in pairs if x is not None and y is not None)
+        pairs = ((names.get(a), names.get(b)) for a, b in kept_pairs(conn))
+        return sorted({(min(x, y), max(x, y)) for x, y in pairs if x is not None and y is not None})
 
     def is_preserved(self, a_id: str, b_id: str) -> bool:
         """Whether the pair of these two live entries was judged preserve (never proposed again)."""
@@ -283,10 +285,12 @@ class RunJournal:
         packed = json.dumps([[None if src == entry_id else src, None if dst == entry_id else dst, ord_]
                              for src, dst, ord_ in links], ensure_ascii=False, separators=(",", ":"))
         seq, kept_id, *fields, json_bytes = row
-        # The copy is written first: the history needs its room before the removal frees any.
-        conn.execute(f"INSERT INTO removals (k, {_KEPT_COLUMNS}, links) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        # The copy is written first: the history needs its room before the removal frees any. The
+        # pairs judged of the entry go with it (migration 0015): only live pairs are ever asked about.
+        conn.execute(f"INSERT INTO removals (k, {_KEPT_COLUMNS}, links, pairs) VALUES ({', '.join('?' * 11)})",
                      (_history_key(self._run_num(run_id), step, nth), seq, kept_id,
-                      *(pack_field(f) for f in fields), json_bytes, pack_field(packed) if links else None))
+                      *(pack_field(f) for f in fields), json_bytes, pack_field(packed) if links else None,
+                      take_pairs(conn, int(seq))))
         self._store.remove(entry_id)
         return int(seq)
 
@@ -473,6 +477,7 @@ class RunJournal:
                 removed = self._removed(run, d.step)
                 self._store.reinsert(sorted((row for row, _ in removed), key=lambda r: r[0]))
                 self._store.add_links([link for _, links in removed for link in links])
+            put_back_pairs(conn, first, last)  # the pairs judged of what it removed, this run's dropped next
             conn.execute("DELETE FROM preserves WHERE run = ?", (run,))
             conn.execute("DELETE FROM deferrals WHERE run = ?", (run,))
             conn.execute("DELETE FROM removals WHERE k BETWEEN ? AND ?", (first, last))

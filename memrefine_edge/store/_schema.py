@@ -563,6 +563,34 @@ MIGRATIONS: list[Migration] = [
         CREATE TABLE uses (seq INTEGER PRIMARY KEY, hits INTEGER NOT NULL, last INTEGER NOT NULL);
         """,
     ),
+    Migration(
+        "0015_pairs_with_removals",
+        """
+        -- From here on, the pairs judged preserve that name an entry a decision removes leave
+        -- `preserves` with it: they go into its row of the undo history (removals.pairs: the other
+        -- entry's number and the run of each pair, journal.pack_pairs), and undo puts them back. A
+        -- pass only ever asks about pairs of live entries, and a store at a hard budget removes most
+        -- of what it judged: at 10,000 added facts, nine in ten rows of `preserves` named a removed
+        -- entry. purge-history drops them with the row, as before. Pairs and rows written before stay
+        -- where they are (undo and purge treat them as they did). The view `preserved` shows the
+        -- pairs still in `preserves`; RunJournal.preserved_pairs() shows both. An index on b finds
+        -- an entry's pairs on either side.
+        ALTER TABLE removals ADD COLUMN pairs BLOB;
+        CREATE INDEX preserves_b ON preserves (b);
+        """,
+    ),
+    Migration(
+        "0016_text_dictionary_v2",
+        """
+        -- From here on, the audit log's free texts are packed with a second dictionary (tag byte
+        -- 0x03, journal.pack_text) that adds the wording of the eviction's, the scorer's and the
+        -- fast path's reasons: an eviction's reason of about 120 bytes takes about 27 instead of 96.
+        -- Texts written before keep their tag and read back the same. Nothing to rewrite: this
+        -- migration marks the format, so that a release that cannot read the new tag refuses the
+        -- store instead of showing packed bytes.
+        SELECT 1;
+        """,
+    ),
 ]
 
 

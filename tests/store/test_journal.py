@@ -355,3 +355,33 @@ def test_live_preserved_pairs_after_an_insertion_number_name_a_later_entry(tmp_p
         later = sorted(tuple(sorted(p)) for p in store.journal.live_preserved_pairs(after_seq=cut, chunk=4))
         assert later == [p for p in every if max(store.seq_of(p[0]), store.seq_of(p[1])) > cut]
         assert 0 < len(later) < len(every)
+
+
+def test_an_evictions_reason_packs_small_and_texts_packed_with_the_first_dictionary_still_read():
+    from memrefine_edge.store import _packing
+
+    reason = ("strict budget: most redundant left (nearest conv-26:D14:33 at cos 0.912), 183 bytes, "
+              "1 of 6 specific words held nowhere else")
+    packed = _packing.pack_text(reason)
+    assert isinstance(packed, bytes) and packed[:1] == b"\x03" and len(packed) < 40
+    assert _packing.unpack_text(packed) == reason
+    old = _packing._shorter(reason, _packing._PACKED_V1, _packing._TEXT_DICTIONARY)  # as stores before wrote it
+    assert isinstance(old, bytes) and old[:1] == b"\x01" and _packing.unpack_text(old) == reason
+
+
+@pytest.mark.parametrize("pairs", [[], [(1, 1)], [(7, 2), (3, 2), (900_000, 1), (12, 300), (4, 2)],
+                                   [(i * 37 % 1000 + 1, i % 3) for i in range(200)]])
+def test_judged_pairs_pack_to_a_few_bytes_each_and_read_back(pairs):
+    from memrefine_edge.store._packing import pack_pairs, unpack_pairs
+
+    packed = pack_pairs(pairs)
+    assert sorted(unpack_pairs(packed), key=lambda p: (p[1], p[0])) == sorted(set(pairs), key=lambda p: (p[1], p[0]))
+    assert len(packed) <= 4 * len(set(pairs)) + 4 * len({run for _, run in pairs})
+
+
+@pytest.mark.parametrize("blob", [b"\x80", b"\x01", b"\x01\x03\x05"])
+def test_judged_pairs_cut_short_are_an_error(blob):
+    from memrefine_edge.store._packing import unpack_pairs
+
+    with pytest.raises(ValueError):
+        unpack_pairs(blob)

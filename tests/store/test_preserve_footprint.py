@@ -52,8 +52,9 @@ def test_a_store_of_distinct_facts_grows_by_a_small_row_per_preserved_pair_not_a
         report = _judge_every_pair(store)
         pairs = 60 * 59 // 2
         assert report.actions == {"preserve": pairs} and report.stop_reason == "no candidate pair left"
-        # An audit row per pair took about 60 bytes more than this (ids, action, source, reason, sizes, time).
-        assert (store.file_bytes() - before) / pairs < 20
+        # A row of two entry numbers and its run, and its row in the index that finds an entry's pairs
+        # when the entry is removed; an audit row per pair took about 60 bytes more than this.
+        assert (store.file_bytes() - before) / pairs < 24
         assert store.journal.decisions() == [] and len(store.journal.preserved_pairs()) == pairs
         assert store.journal.preserve_counts(report.run_id) == {"scorer": pairs}
 
@@ -100,10 +101,14 @@ def test_purge_history_drops_the_pairs_of_entries_that_left_and_keeps_the_others
         _judge_every_pair(store)
         store.remove("f003")  # outside any run: no history keeps it
         evict = compressor(store, mode="strict", method=ScriptedMethod(policy="preserve")).run(budget=0.7)
-        gone = {d.target for d in store.journal.decisions(evict.run_id)} | {"f003"}
+        evicted = {d.target for d in store.journal.decisions(evict.run_id)}
+        gone = evicted | {"f003"}
         assert len(gone) > 1
+        # Until the purge every pair stays, the evicted entries' with them in the undo history (undo
+        # may bring them back); f003's in `preserves`, as it left outside a run.
         rows = store._db.conn.execute("SELECT COUNT(*) FROM preserves").fetchone()[0]
-        assert rows == 45  # until the purge, every pair stays: the history may bring an entry back
+        assert rows == (10 - len(evicted)) * (9 - len(evicted)) // 2
+        assert len(store.journal.preserved_pairs()) == 9 * 8 // 2  # f003 is neither live nor kept
         store.journal.purge_history()
         live = store.ids()
         assert store.journal.preserved_pairs() == sorted((a, b) for a, b in itertools.combinations(sorted(live), 2))
@@ -124,3 +129,35 @@ def test_an_id_added_again_is_a_new_entry_and_its_pairs_are_judged_again(tmp_pat
                                                          ("f000", "f002", "f003", "f004", "f005")), key=sorted)
         assert store.journal.is_preserved("f002", "f001") and store.journal.is_preserved("f002", "f003")
         assert not store.journal.is_preserved("f001", "nope")
+
+
+def test_the_pairs_of_a_removed_entry_go_with_it_into_the_undo_history_and_come_back_with_undo(tmp_path):
+    with MemoryStore(tmp_path / "facts.db") as store:
+        store.add_many(distinct_facts(30))
+        store.ensure_embeddings(HashEncoder())
+        _judge_every_pair(store)
+        judged = store.journal.preserved_pairs()
+        conn = store._db.conn
+        rows = conn.execute("SELECT COUNT(*) FROM preserves").fetchone()[0]
+        assert rows == len(judged) == 30 * 29 // 2
+        evict = Compressor(store, encoder=HashEncoder(), method=MemRefineMethod(judge=AlwaysJudge(KEEP)),
+                           merger=FakeMerger()).run(budget=0.66)
+        assert evict.actions.get("evict") and all(d.action == "evict" for d in store.journal.decisions(evict.run_id))
+        # Only pairs of two live entries stay rows of `preserves`; those of the removed entries went
+        # with them into the undo history, still listed as judged.
+        live = {store.seq_of(e.id) for e in store.entries()}
+        assert all(a in live and b in live for a, b in conn.execute("SELECT a, b FROM preserves"))
+        assert conn.execute("SELECT COUNT(*) FROM preserves").fetchone()[0] < rows
+        assert store.journal.preserved_pairs() == judged
+        # Undo brings the entries back with every pair judged of them: none is proposed again.
+        store.journal.undo(evict.run_id)
+        assert conn.execute("SELECT COUNT(*) FROM preserves").fetchone()[0] == rows
+        assert store.journal.preserved_pairs() == judged
+        again = _judge_every_pair(store)
+        assert again.decisions == 0
+        # purge-history drops the pairs kept with the history it drops.
+        Compressor(store, encoder=HashEncoder(), method=MemRefineMethod(judge=AlwaysJudge(KEEP)),
+                   merger=FakeMerger()).run(budget=0.66)
+        store.journal.purge_history()
+        names = {e.id for e in store.entries()}
+        assert store.journal.preserved_pairs() == [(a, b) for a, b in judged if a in names and b in names]
