@@ -57,7 +57,7 @@ import warnings
 from typing import Any, ClassVar, Literal
 
 from memrefine_edge.core import Decision, JudgeOutputError, Target
-from memrefine_edge.text import describe, lost_facts
+from memrefine_edge.text import coverage_keys, describe, extract, lost_facts, sentence_scans, stated_words
 
 from ._fastpath import fast_path
 from ._prompts import DECISION_SCHEMA, build_messages
@@ -66,6 +66,11 @@ from ._prompts import DECISION_SCHEMA, build_messages
 #: preserving) a pair whose entries both hold facts of their own. See the
 #: module docstring for the measurement behind 0.5.
 DEFAULT_MERGE_MIN_SIMILARITY = 0.5
+
+#: The share of a deleted entry's content words (of its sentences that state something) the kept entry must
+#: carry for the scorer's delete to be taken: the scorer judges paraphrases, this keeps it from deleting a turn
+#: that states something beside another of the same chat. Chosen on the first two label sets (docs/judge.md).
+DEFAULT_DELETE_WORD_COVER = 0.5
 
 __all__ = [
     "DEFAULT_MERGE_MIN_SIMILARITY", "Judge", "LlamaJudge", "ScorerJudge", "GuardedJudge", "FactJudge",
@@ -330,8 +335,10 @@ class ScorerJudge(Judge):
 
     def __init__(self, *, scorer: Any = None, weights_path: str | os.PathLike[str] | None = None,
                  min_delete_probability: float | None = None, min_merge_probability: float | None = None,
-                 merge_min_similarity: float | None = None) -> None:
+                 merge_min_similarity: float | None = None, min_delete_word_cover: float | None = None) -> None:
         self._scorer = scorer  # built from weights_path (or the packaged weights) on first use
+        self._min_cover = (None if min_delete_word_cover is None
+                           else _check_unit("min_delete_word_cover", min_delete_word_cover, 0.0))
         self._weights_path = weights_path
         self._min_delete = (None if min_delete_probability is None
                             else _check_unit("min_delete_probability", min_delete_probability, 0.0))
@@ -355,6 +362,13 @@ class ScorerJudge(Judge):
         return float(self.scorer.meta.get("min_merge_probability", 0.0))
 
     @property
+    def min_delete_word_cover(self) -> float:
+        """A delete is taken only when the kept entry carries at least this share of the content words of
+        the other's sentences that state something (small talk aside; 0: the strict facts alone decide;
+        default :data:`DEFAULT_DELETE_WORD_COVER`)."""
+        return DEFAULT_DELETE_WORD_COVER if self._min_cover is None else self._min_cover
+
+    @property
     def scorer(self) -> Any:
         """The :class:`~memrefine_edge.judging._scorer.RedundancyScorer` (the packaged weights unless given)."""
         if self._scorer is None:
@@ -374,13 +388,15 @@ class ScorerJudge(Judge):
                 "trained_on": meta.get("trained_on"), "l2": meta.get("l2"),
                 "min_delete_probability": self.min_delete_probability,
                 "min_merge_probability": self.min_merge_probability,
-                "merge_min_similarity": self.merge_min_similarity}
+                "merge_min_similarity": self.merge_min_similarity,
+                "min_delete_word_cover": self.min_delete_word_cover}
 
     def decide(self, a: str, b: str, similarity: float) -> Decision:
         """The most probable action whose deletes keep every strict fact."""
         scores = self.scorer.score(a, b, similarity)
         shown = ", ".join(f"{c} {p:.2f}" for c, p in scores.ranked())
         min_delete, min_merge = self.min_delete_probability, self.min_merge_probability
+        cover = self.min_delete_word_cover
         # What a delete the fact checks refuse becomes (tuned with the weights): the next most probable
         # action, or a merge -- the scorer found the pair redundant, and the side it would drop holds a
         # value of its own ("Lives in Lisbon" beside "Lives in Porto now"): one entry keeps both.
@@ -407,6 +423,10 @@ class ScorerJudge(Judge):
                         return Decision("merge", None, merge_instruction=merge_instruction_for(a, b),
                                         reason=f"scorer: {shown}{refused}: merged", source="scorer")
                     continue
+                if cover and _stated_words_lost(gone, kept, cover):
+                    # Its strict facts are kept, but too few of its words: not shown to say nothing new.
+                    refused = refused or f"; {tgt.upper()} has words the other lacks"
+                    continue
                 return Decision("delete", tgt, reason=f"scorer: {shown}", source="scorer")
             if action == "merge":
                 if p < min_merge or (self.merge_min_similarity is not None and similarity < self.merge_min_similarity):
@@ -415,6 +435,16 @@ class ScorerJudge(Judge):
                                 reason=f"scorer: {shown}", source="scorer")
             return Decision("preserve", None, reason=f"scorer: {shown}{refused}", source="scorer")
         raise AssertionError("preserve is always allowed")  # pragma: no cover
+
+
+def _stated_words_lost(gone: str, kept: str, cover: float) -> bool:
+    """Whether ``kept`` carries less than ``cover`` of the content words of ``gone``'s sentences that state
+    something (neither small talk nor a question: :func:`memrefine_edge.text.stated_words`)."""
+    words = stated_words(sentence_scans(gone))
+    if not words:
+        return False
+    have = coverage_keys(extract(kept))
+    return sum(w not in have for w in words) > (1.0 - cover) * len(words)
 
 
 def _check_unit(name: str, value: float, low: float) -> float:

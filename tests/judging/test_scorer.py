@@ -100,7 +100,8 @@ def test_scorer_judge_never_deletes_a_strict_fact():
     d = judge.decide("Jolene does yoga.", "Jolene does yoga with Deborah twice a week.", 0.8)
     assert d.action != "delete" or d.target == "a"
     assert d.source == "scorer" and "delete_b" in d.reason
-    # Nothing strict to lose: the scorer's delete is taken even though the wording differs.
+    # Nothing strict to lose: with no word floor the scorer's delete is taken even though the wording differs.
+    judge = ScorerJudge(scorer=RedundancyScorer(weights=_weights("delete_b")), min_delete_word_cover=0.0)
     d = judge.decide("Sam appreciates the encouragement.", "Sam expressed appreciation for the support.", 0.8)
     assert (d.action, d.target) == ("delete", "b")
 
@@ -153,3 +154,24 @@ def test_an_unsure_merge_falls_to_the_next_action():
     assert ScorerJudge(scorer=RedundancyScorer(weights=w), min_merge_probability=0.4).decide(a, b, 0.7).action != "merge"
     packaged = ScorerJudge()
     assert packaged.min_merge_probability == packaged.scorer.meta["min_merge_probability"]
+
+
+def test_a_delete_needs_the_kept_entry_to_carry_what_the_other_states():
+    judge = ScorerJudge(scorer=RedundancyScorer(weights=_weights("delete_a")))
+    # A states something (the phone asks to update) the other turn does not: not deleted, whatever
+    # the scorer's confidence; nothing strict is lost, so the strict checks alone would let it go.
+    a = "Olga: The phone keeps asking me to update. Should I?"
+    b = "Olga: Also, my daughter moved our calls to Saturdays at 18:00."
+    assert judge.decide(a, b, 0.6).action != "delete"
+    assert ScorerJudge(scorer=RedundancyScorer(weights=_weights("delete_a")),
+                       min_delete_word_cover=0.0).decide(a, b, 0.6).action == "delete"
+    # Questions and small talk state nothing of their own: such a turn may still go.
+    d = judge.decide("Tim: Looks great! Where did you go camping?",
+                     "Tim: That's awesome about the deal! What kind of gear did you get?", 0.6)
+    assert (d.action, d.target) == ("delete", "a")
+    # Half of what it states is enough (the scorer judges the wording).
+    d = judge.decide("Ana finally fixed her blender.", "Ana fixed the old blender last night.", 0.8)
+    assert (d.action, d.target) == ("delete", "a")
+    assert judge.describe()["min_delete_word_cover"] == judge.min_delete_word_cover == 0.5
+    with pytest.raises(ValueError, match="min_delete_word_cover"):
+        ScorerJudge(min_delete_word_cover=1.2)
