@@ -3,15 +3,16 @@
     python bench/judge_labels/score.py [--split test|tune|all]
     python bench/judge_labels/score.py --set v2 --split tune   # the second set (bench/judge_labels_v2/)
     python bench/judge_labels/score.py --set v3                # the third set, all test (bench/judge_labels_v3/)
+    python bench/judge_labels/score.py --set v4                # the fourth set, all test (bench/judge_labels_v4/)
 
 The judge is the product's default judge (``--judge scorer``: fast path, redundancy scorer, fact checks)
 or the word-coverage fact judge (``--judge fact``). A decision is ``delete_a``/``delete_b``/``merge``/
 ``preserve``; it matches an ideal ``delete_any`` when it deletes either side. Writes
 bench/results/judge_labels_<judge>_<split>.json, for the second set
 bench/results/judge_labels_v2_<split>.json (the scorer) or judge_labels_v2_<judge>_<split>.json, for the
-third bench/results/judge_labels_v3_test.json with each pair's decision. The second set's test part is
-scored once per judge decided on without it; its default split is tune. The third set is a test part only,
-never trained or chosen on: score it once per judge.
+third and fourth bench/results/judge_labels_v3_test.json and _v4_test.json with each pair's decision. The
+second set's test part is scored once per judge decided on without it; its default split is tune. The third
+and fourth sets are test parts only, never trained or chosen on: score each once per judge.
 """
 
 from __future__ import annotations
@@ -37,18 +38,18 @@ from memrefine_edge.judging import default_judge  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("v1", "v2", "v3"), default="v1", dest="label_set",
-                    help="v1: bench/judge_labels (LoCoMo pairs); v2, v3: bench/judge_labels_v2, _v3 (synthetic "
-                         "stores, swaps)")
+    ap.add_argument("--set", choices=("v1", "v2", "v3", "v4"), default="v1", dest="label_set",
+                    help="v1: bench/judge_labels (LoCoMo pairs); v2, v3, v4: bench/judge_labels_v2, _v3, _v4 "
+                         "(synthetic stores, swaps)")
     ap.add_argument("--split", choices=("test", "tune", "all"), default=None,
-                    help="default: test for v1 and v3, tune for v2")
+                    help="default: test for v1, v3 and v4, tune for v2")
     ap.add_argument("--judge", choices=("scorer", "fact"), default="scorer",
                     help="scorer: the learned redundancy scorer behind the fact checks; fact: the word-coverage "
                          "fact judge and guard")
     ap.add_argument("--merge-min-similarity", type=float, default=None,
                     help="the guard's merge threshold [default: the product's]; tune it on --split tune only")
     args = ap.parse_args()
-    v2 = args.label_set in ("v2", "v3")  # the synthetic sets: the pairs carry their text
+    v2 = args.label_set in ("v2", "v3", "v4")  # the synthetic sets: the pairs carry their text
     if args.split is None:
         args.split = "tune" if args.label_set == "v2" else "test"
     folder = REPO / "bench" / f"judge_labels_{args.label_set}" if v2 else HERE
@@ -105,7 +106,7 @@ def main() -> int:
     for k, c in out["confusion"].items():
         print(f"  {k}: {c}")
     suffix = f"_mms{args.merge_min_similarity:g}" if args.merge_min_similarity is not None else ""
-    if args.label_set == "v3":
+    if args.label_set in ("v3", "v4"):
         out["decisions"] = decided
     if v2:
         name = (f"judge_labels_{args.label_set}_{args.split}" if args.judge == "scorer"
