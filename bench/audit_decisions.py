@@ -41,10 +41,21 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-SETS = {"v2": REPO / "bench" / "judge_labels_v2", "v3": REPO / "bench" / "judge_labels_v3"}
+SETS = {"v2": REPO / "bench" / "judge_labels_v2", "v3": REPO / "bench" / "judge_labels_v3",
+        "v4": REPO / "bench" / "judge_labels_v4"}
+#: The label sets that are a test part only (every store is audited, none was chosen on).
+TEST_ONLY = ("v3", "v4")
 SAMPLE = REPO / "bench" / "results" / "audit_decisions.jsonl"
 LABELS = REPO / "bench" / "results" / "audit_decisions_labels.jsonl"
 REPORT = REPO / "bench" / "results" / "audit_decisions.md"
+
+
+def _paths(label_set: str) -> tuple[Path, Path, Path]:
+    """The sample, labels and report of an audit of ``label_set``'s stores (v3: the names without a suffix)."""
+    if label_set == "v3":
+        return SAMPLE, LABELS, REPORT
+    return tuple(p.with_name(p.stem.replace("audit_decisions", f"audit_decisions_{label_set}") + p.suffix)
+                 for p in (SAMPLE, LABELS, REPORT))  # type: ignore[return-value]
 BUDGETS = (0.5, 0.3)
 #: How the committed sample was drawn and labelled (the report's first paragraph).
 METHOD = (
@@ -65,11 +76,25 @@ METHOD = (
     "not held-out evidence for it; decisions the two samples share kept their labels, the 31 new ones were "
     "labelled by both passes."
 )
+#: The v4 audit: how it was drawn and labelled.
+METHOD_V4 = (
+    "The sample: the default pipeline (compress in its default mode, live) on the eight stores of "
+    "bench/judge_labels_v4 (three of chat turns, facts, notes, observations, two of session summaries; "
+    "written for this set and never read to choose anything the judge ships with: the word floor of its "
+    "deletes was chosen on the first two label sets while they were being written), each "
+    "compressed from its base to 50% and, separately, to 30% of its json size; every delete and merge of "
+    "each run (`sample --set v4 --deletes 40 --merges 40`, seed 44), drawn before any of its labels existed. "
+    "Each delete is read beside the kept entry and the two entries left in the store that share the most "
+    "words with the deleted one; each merge beside both entries. Under ../shared/docs/judge-labelling.md, a "
+    "delete is fact-losing when the deleted entry holds a fact none of those states, a merge lossy when the "
+    "merged text drops a fact of either entry or binds it to the wrong person or thing."
+)
+METHODS = {"v3": METHOD, "v4": METHOD_V4}
 
 
 def _stores(label_set: str, split: str) -> list[str]:
     names = sorted(p.stem for p in (SETS[label_set] / "sources").glob("*.jsonl"))
-    if label_set == "v3":  # a test part only
+    if label_set in TEST_ONLY:
         return names if split == "test" else []
     sys.path.insert(0, str(SETS["v2"]))
     from make_pairs import TUNE  # the second label set's split by source
@@ -163,7 +188,7 @@ def sample(args: argparse.Namespace) -> None:
                       f"(json ratio {next((r['run_ratio'] for r in mine), 'n/a')})", flush=True)
     for n, r in enumerate(rows, 1):
         r["key"] = f"ad-{n:03d}"
-    out = Path(args.out) if args.out else SAMPLE
+    out = Path(args.out) if args.out else _paths(args.label_set)[0]
     out.write_text("".join(json.dumps({"key": r.pop("key"), **r}, ensure_ascii=False) + "\n" for r in rows),
                    encoding="utf-8")
     print(f"wrote {len(rows)} sampled decisions to {out}")
@@ -174,10 +199,10 @@ def _rate(rows: list[dict], labels: dict[str, dict], action: str) -> tuple[int, 
     return sum(labels[r["key"]]["fact_losing"] for r in picked), len(picked)
 
 
-def _passes(rows: list[dict]) -> str:
+def _passes(rows: list[dict], labels_path: Path) -> str:
     """With two labelling passes beside the labels: write the stricter reading of each decision to the
     labels file (fact-losing when either pass says so) and return a line on their agreement; else ""."""
-    paths = [LABELS.with_name(LABELS.stem + f"_{p}.jsonl") for p in ("a", "b")]
+    paths = [labels_path.with_name(labels_path.stem + f"_{p}.jsonl") for p in ("a", "b")]
     if not all(p.exists() for p in paths):
         return ""
     la, lb = ({r["key"]: r for r in map(json.loads, p.read_text(encoding="utf-8").splitlines())} for p in paths)
@@ -194,17 +219,18 @@ def _passes(rows: list[dict]) -> str:
             pick.get("note", "")
         out.append({"key": k, "fact_losing": bool(a["fact_losing"] or b["fact_losing"]), "lost": pick.get("lost", ""),
                     "note": note, "passes": [bool(a["fact_losing"]), bool(b["fact_losing"])]})
-    LABELS.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out), encoding="utf-8")
+    labels_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out), encoding="utf-8")
     both = sum(la[k]["fact_losing"] and lb[k]["fact_losing"] for k in keys)
-    return (f"Two independent labelling passes (`audit_decisions_labels_a.jsonl`, `_b.jsonl`) agree on {same} of "
+    return (f"Two independent labelling passes (`{paths[0].name}`, `_b.jsonl`) agree on {same} of "
             f"{len(keys)} decisions ({same / max(1, len(keys)):.1%}); {both} are fact-losing to both. A decision "
-            f"counts as fact-losing when either pass says so (`audit_decisions_labels.jsonl`; `passes`: A, B).")
+            f"counts as fact-losing when either pass says so (`{labels_path.name}`; `passes`: A, B).")
 
 
 def report(args: argparse.Namespace) -> None:
-    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
-    agreement = _passes(rows)
-    labels = {r["key"]: r for r in map(json.loads, LABELS.read_text(encoding="utf-8").splitlines())}
+    sample_path, labels_path, report_path = _paths(args.label_set)
+    rows = [json.loads(line) for line in sample_path.read_text(encoding="utf-8").splitlines()]
+    agreement = _passes(rows, labels_path)
+    labels = {r["key"]: r for r in map(json.loads, labels_path.read_text(encoding="utf-8").splitlines())}
     missing = [r["key"] for r in rows if r["key"] not in labels]
     if missing:
         raise SystemExit(f"{len(missing)} sampled decisions have no label (first: {missing[0]})")
@@ -213,8 +239,8 @@ def report(args: argparse.Namespace) -> None:
     n = nd + nm
     pct = lambda k, m: f"{k}/{m} ({k / m:.1%})" if m else "0/0"  # noqa: E731
     lines = ["# A read audit of the default pipeline's deletes and merges", "",
-             "Commands:", "", "    python bench/audit_decisions.py sample --deletes 40 --merges 40",
-             "    python bench/audit_decisions.py report",
+             "Commands:", "", f"    python bench/audit_decisions.py sample --set {args.label_set} --deletes 40 --merges 40",
+             f"    python bench/audit_decisions.py report --set {args.label_set}",
              "", args.preamble.strip() if args.preamble else "", "", agreement, "",
              "| | sampled | fact-losing | share of its kind | share of all sampled decisions |",
              "|---|---|---|---|---|",
@@ -252,8 +278,8 @@ def report(args: argparse.Namespace) -> None:
         for r in borderline:
             lab = labels[r["key"]]
             lines.append(f"- `{r['key']}` {r['store']} at {r['budget']:.0%}, {r['action']}: {lab.get('note', '')}")
-    REPORT.write_text("\n".join(lines).replace("\n\n\n", "\n\n") + "\n", encoding="utf-8")
-    print(f"deletes fact-losing {pct(fd, nd)}, merges lossy {pct(fm, nm)}; wrote {REPORT.relative_to(REPO)}")
+    report_path.write_text("\n".join(lines).replace("\n\n\n", "\n\n") + "\n", encoding="utf-8")
+    print(f"deletes fact-losing {pct(fd, nd)}, merges lossy {pct(fm, nm)}; wrote {report_path.relative_to(REPO)}")
 
 
 def main() -> int:
@@ -270,9 +296,13 @@ def main() -> int:
     s.add_argument("--seed", type=int, default=44)
     s.add_argument("--out", default=None, help=f"[default: {SAMPLE.relative_to(REPO)}]")
     r = sub.add_parser("report", help="rates and examples from the labels")
-    r.add_argument("--preamble", default=METHOD, help="a paragraph put above the tables [default: how the committed "
-                                                      "sample was drawn and labelled]")
+    r.add_argument("--set", choices=tuple(SETS), default="v3", dest="label_set",
+                   help="the label set whose audit is reported [default: v3]")
+    r.add_argument("--preamble", default=None, help="a paragraph put above the tables [default: how the committed "
+                                                    "sample of the set was drawn and labelled]")
     args = ap.parse_args()
+    if args.cmd == "report" and args.preamble is None:
+        args.preamble = METHODS.get(args.label_set, "")
     (sample if args.cmd == "sample" else report)(args)
     return 0
 
