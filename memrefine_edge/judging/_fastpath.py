@@ -12,7 +12,7 @@ like dogs"``, ``"gate 7"`` in ``"gate 7.5"``, and neither is stated by it. The j
 from __future__ import annotations
 
 from memrefine_edge.core import Decision
-from memrefine_edge.text import binding_losses, is_filler, normalise
+from memrefine_edge.text import binding_losses, is_filler, normalise, only_small_talk
 
 __all__ = ["fast_path"]
 
@@ -34,9 +34,11 @@ def fast_path(a: str, b: str, *, classify: bool = False) -> Decision | None:
     they are: :func:`memrefine_edge.text._bindings.binding_losses`);
     both pure small talk (delete the shorter); one pure small talk and the
     other not (delete the small talk -- it carries no fact by definition).
-    Small talk is the word lists' (greetings, thanks, praise; ``classify=True``
-    adds the learned classifier's calls, :mod:`memrefine_edge.text._smalltalk`,
-    which the judge does not: it calls some fact sentences small talk).
+    Small talk is the word lists' (greetings, thanks, praise), in sentences that
+    all open as small talk does (:func:`memrefine_edge.text.only_small_talk`);
+    ``classify=True`` takes the learned classifier's calls instead
+    (:mod:`memrefine_edge.text._smalltalk`), which the judge does not: it calls
+    some fact sentences small talk.
     """
     if a == b:
         return Decision("delete", "b", reason="exact duplicate", source="rule")
@@ -51,7 +53,9 @@ def fast_path(a: str, b: str, *, classify: bool = False) -> Decision | None:
         return Decision("delete", "a", reason="entry A is contained in entry B", source="rule")
     if _contained(nb, na) and not binding_losses(b, a):
         return Decision("delete", "b", reason="entry B is contained in entry A", source="rule")
-    fa, fb = is_filler(a, classify=classify), is_filler(b, classify=classify)
+    # The word lists' small talk, but only where every sentence opens as small talk does: "She loved
+    # both." and "Jae-won PASSED!" hold no fact word, yet state something (text.only_small_talk).
+    fa, fb = ((is_filler(x, classify=True) if classify else only_small_talk(x)) for x in (a, b))
     if fa and fb:
         return Decision("delete", "a" if len(a) <= len(b) else "b",
                         reason="both entries are greetings, thanks or small talk", source="rule")

@@ -36,6 +36,7 @@ from memrefine_edge.text import (
     fact_sentences,
     is_filler,
     lost_facts,
+    opens_as_small_talk,
     sentence_scans,
     strip_speaker,
     surface_forms,
@@ -134,7 +135,9 @@ def _attributed(text: str) -> tuple[str, str | None, str | None]:
     whose first sentences are small talk moves to its first fact sentence, so no sentence changes
     speaker when small talk is dropped. Small talk here is what the word lists call it (greetings,
     thanks, praise), not the learned classifier: a sentence it would call small talk ("All passed.",
-    "Staircase done.") may state a fact, and a merge keeps every fact of both entries.
+    "Staircase done.") may state a fact, and a merge keeps every fact of both entries. Of the word
+    lists' small talk only what opens as greetings, thanks and reactions do goes
+    (:func:`memrefine_edge.text.opens_as_small_talk`).
     """
     speaker, _ = strip_speaker(text)
     first = last = speaker
@@ -144,7 +147,7 @@ def _attributed(text: str) -> tuple[str, str | None, str | None]:
         label, body = strip_speaker(sentence)
         if label:
             pending = label
-        if filler:
+        if filler and opens_as_small_talk(sentence):
             continue
         if pending and (pending != last or not pieces):
             body = f"{pending}: {body}"

@@ -18,10 +18,12 @@ from ._facts import (
     strip_speaker,
 )
 from ._lastcopy import LastCopies, specific_keys
+from ._openings import only_small_talk, opens_as_small_talk
 from ._smalltalk import SmallTalkModel, is_small_talk
 
 __all__ = [
     "Facts", "LastCopies", "SmallTalkModel", "TEXT_CACHE", "binding_losses", "coverage_keys", "covers",
     "describe", "extract", "fact_sentences", "is_filler", "is_small_talk", "lost_facts", "missing_facts",
-    "normalise", "sentence_scans", "specific_keys", "stated_words", "strip_speaker", "surface_forms",
+    "normalise", "only_small_talk", "opens_as_small_talk", "sentence_scans", "specific_keys", "stated_words",
+    "strip_speaker", "surface_forms",
 ]

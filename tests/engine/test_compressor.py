@@ -602,4 +602,7 @@ def test_a_store_and_an_encoder_are_enough_to_compress(tmp_path):
             reports.append(comp.run(budget=0.6))
             decisions.append([(d.a_id, d.b_id, d.action, d.target, d.source) for d in store.journal.decisions()])
     assert reports[0].actions.get("merge", 0) > 0  # the default merger wrote merged entries
-    assert decisions[0] == decisions[1] and reports[0].after == reports[1].after
+    # The same decisions and the same store; the file may differ by a page, as the audit log records each
+    # decision's latency.
+    same = [{k: v for k, v in r.after.items() if k != "file_bytes"} for r in reports]
+    assert decisions[0] == decisions[1] and same[0] == same[1]

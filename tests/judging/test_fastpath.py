@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memrefine_edge.judging._fastpath import fast_path
 
 
@@ -56,3 +58,13 @@ def test_containment_deletes_only_what_the_container_states_bound_as_it_is():
 def test_normalised_duplicates_stay_deletable_whatever_their_punctuation():
     hit = fast_path("Flight 12, gate 7.", "flight 12 gate 7")
     assert hit is not None and (hit.action, hit.target) == ("delete", "b")
+
+
+@pytest.mark.parametrize("states", ["Hyun: Jae-won PASSED!", "Nikolai: She loved both.", "Joost: Everyone is fine.",
+                                    "Mira: NOOR!", "Anneke: Happy Easter, Hyun!"])
+def test_small_talk_that_states_something_is_not_deleted_as_small_talk(states):
+    # No fact word for the word lists, but not how greetings, thanks and reactions open: the fast path
+    # leaves the pair to the judge, or deletes the other side when that is the small talk.
+    d = fast_path(states, "Hyun: Thanks so much! Haha.")
+    assert d is None or (d.action, d.target) == ("delete", "b")
+    assert fast_path("Hyun: Thanks so much! Haha.", "Anneke: That sounds amazing! Good luck!") is not None

@@ -75,6 +75,25 @@ def test_concat_merge_keeps_what_only_the_classifier_calls_small_talk(a, b, kept
     assert not any(kept in s for s in fact_sentences(b))  # the classifier's call, which the merge does not take
 
 
+@pytest.mark.parametrize("a, b, kept, dropped", [
+    # The word lists find no fact word in these sentences, but they state something: the merge keeps them.
+    ("Nikolai asked for gift ideas for Tamar.", "On 9 November Nikolai took Tamar to a concert. She loved both.",
+     ["She loved both."], []),
+    ("Joost: Noor was born last night at 23:52, 3.4 kg. Everyone is fine.", "Joost: Noor turned one today!",
+     ["Everyone is fine."], []),
+    ("Hyun: Tell Dirk he is on probation.", "Hyun: Jae-won PASSED! Anneke: Fantastic! Tell him Dirk is proud.",
+     ["Jae-won PASSED!"], ["Fantastic"]),
+    ("Anneke: Happy Easter, Hyun! The girls laid eleven eggs.", "Hyun: Third place for the onions!!",
+     ["Happy Easter, Hyun!"], []),
+    # Greetings, thanks, laughter and reactions go.
+    ("Melanie: Thanks so much! Take care! I painted a lake.", "Melanie: Haha. That sounds amazing! Good luck! I hiked.",
+     ["I painted a lake.", "I hiked."], ["Thanks", "Take care", "Haha", "sounds amazing", "Good luck"]),
+])
+def test_concat_merge_drops_only_greetings_thanks_and_reactions(a, b, kept, dropped):
+    merged = concat_merge(a, b).content
+    assert all(k in merged for k in kept) and not any(d in merged for d in dropped)
+
+
 def test_concat_merge_skips_a_covered_entry():
     out = concat_merge("Tim visited London in 2019 with Ana.", "Tim visited London in 2019.")
     assert out.content == "Tim visited London in 2019 with Ana."
