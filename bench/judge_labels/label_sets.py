@@ -1,6 +1,7 @@
-"""What the synthetic label sets (``bench/judge_labels_v2/``, ``bench/judge_labels_v3/``) share: pairs drawn
-from their source stores as the pair heap proposes them, and, from two labelling passes, their agreement
-and the final labels.
+"""What the synthetic label sets (``bench/judge_labels_v2/``, ``_v3/``, ``_v4/``) share: pairs drawn from
+their source stores as the pair heap proposes them, and, from two labelling passes, their agreement and the
+final labels. The sets that are a test part only (``_v3/``, ``_v4/``) run whole through
+:func:`test_set_pairs_main` and :func:`test_set_labels_main`.
 
 Store pairs: each entry's ``NEIGHBOURS`` nearest neighbours under the default encoder, ``PER_BAND`` sampled
 from each cosine band of ``BANDS`` (seeded by the set's tag and the store's name), then every candidate
@@ -191,3 +192,46 @@ def print_ideals(rows: list[dict], key: str, values: tuple[str, ...] | None = No
     for value in values or tuple(dict.fromkeys(r[key] for r in rows)):
         c = Counter(r["ideal"] for r in rows if r[key] == value)
         print(f"  {value}: {sum(c.values())} pairs, " + ", ".join(f"{k} {c[k]}" for k in order))
+
+
+# --- the sets that are a test part only (the third, the fourth) -------------------------------------
+
+
+def test_set_pairs(folder: Path, tag: str) -> list[dict]:
+    """The pairs of a set that is a test part only: its stores' pairs (:func:`store_pairs`) and every swap
+    of ``swaps.jsonl`` (hand-written; which side comes first seeded by ``<tag>-swaps``), all ``test``."""
+    from memrefine_edge.backends import OnnxEncoder
+
+    encoder = OnnxEncoder()
+    rows = store_pairs(folder / "sources", tag, lambda name: "test", encoder)
+    text = (folder / "swaps.jsonl").read_text(encoding="utf-8")
+    generated = [json.loads(line) for line in text.splitlines() if line.strip()]
+    rng = random.Random(f"{tag}-swaps")
+    for r in generated:  # which side comes first, seeded as for the stores
+        if rng.random() < 0.5:
+            r["a"], r["b"] = r["b"], r["a"]
+    return rows + swap_pairs(generated, lambda g: "test", encoder)
+
+
+def test_set_pairs_main(folder: Path, tag: str, argv: list[str]) -> int:
+    """``make_pairs.py`` of such a set: write ``pairs.jsonl`` (``--check``: only compare); the exit code."""
+    path = folder / "pairs.jsonl"
+    code, rows = write_pairs(test_set_pairs(folder, tag), tag, path, argv)
+    if "--check" not in argv:
+        print(f"wrote {len(rows)} pairs to {path.relative_to(folder.parents[1])}, all of them test")
+    return code
+
+
+def test_set_labels_main(folder: Path, tag: str, argv: list[str]) -> int:
+    """``labels.py`` of such a set: ``agree`` (:func:`agree`) or ``final`` (:func:`final`, then the ideal
+    actions by kind and split); the exit code (2: neither asked)."""
+    cmd = argv[0] if argv else ""
+    if cmd == "agree":
+        agree(folder, tag, ())
+    elif cmd == "final":
+        rows = final(folder)
+        print_ideals(rows, "kind")
+        print_ideals(rows, "split")
+    else:
+        return 2
+    return 0
